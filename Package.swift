@@ -1,0 +1,116 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "callpush",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "callpush", targets: ["callpush"]),
+        .executable(name: "apns-simulator", targets: ["apns-simulator"]),
+        .executable(name: "callpush-bench", targets: ["callpush-bench"]),
+        .library(name: "CallContract", targets: ["CallContract"]),
+        .library(name: "Kafka", targets: ["Kafka"]),
+        .library(name: "APNs", targets: ["APNs"]),
+        .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.30.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.36.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.10.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.10.0"),
+    ],
+    targets: [
+        // MARK: C binding
+        .systemLibrary(
+            name: "CRdKafka",
+            path: "Shared/CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+
+        // MARK: Libraries
+        .target(
+            name: "CallContract",
+            path: "Shared/CallContract"
+        ),
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/Kafka"
+        ),
+        .target(
+            name: "APNs",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/APNs"
+        ),
+        .target(
+            name: "APNsSimulator",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/APNsSimulator"
+        ),
+
+        // MARK: Programs
+        .executableTarget(
+            name: "callpush",
+            dependencies: [
+                "Kafka", "CallContract", "APNsSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/callpush"
+        ),
+        .executableTarget(
+            name: "apns-simulator",
+            dependencies: [
+                "APNsSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/apns-simulator"
+        ),
+        .executableTarget(
+            name: "callpush-bench",
+            dependencies: [
+                "Kafka", "APNs", "APNsSimulator", "CallContract",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/callpush-bench"
+        ),
+
+        // MARK: Tests
+        .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
+        .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),
+        .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs"], path: "Tests/APNsSimulatorTests"),
+    ]
+)

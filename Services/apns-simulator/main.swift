@@ -1,0 +1,1 @@
+print("apns-simulator: not yet")

@@ -1,0 +1,2 @@
+// placeholder: replaced by the APNs implementation
+public enum APNsPlaceholder {}

@@ -1,0 +1,2 @@
+// placeholder: replaced by the APNsSimulator implementation
+public enum APNsSimulatorPlaceholder {}

@@ -1,0 +1,2 @@
+// placeholder: replaced by the CallContract implementation
+public enum CallContractPlaceholder {}

@@ -1,0 +1,2 @@
+// placeholder: replaced by the Kafka implementation
+public enum KafkaPlaceholder {}
