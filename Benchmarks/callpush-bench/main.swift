@@ -1,1 +1,0 @@
-print("callpush-bench: not yet")
