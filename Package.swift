@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.10.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // MARK: C binding
@@ -37,6 +38,14 @@ let package = Package(
         .target(
             name: "CallContract",
             path: "Shared/CallContract"
+        ),
+        .target(
+            name: "CallpushCore",
+            dependencies: [
+                "CallContract",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Shared/CallpushCore"
         ),
         .target(
             name: "Kafka",
@@ -76,6 +85,17 @@ let package = Package(
             path: "Shared/APNsSimulator"
         ),
 
+        // MARK: Services (libraries behind the programs, so tests call the same builders)
+        .target(
+            name: "PushWorker",
+            dependencies: [
+                "CallContract", "CallpushCore",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Services/PushWorker"
+        ),
+
         // MARK: Programs
         .executableTarget(
             name: "callpush",
@@ -109,6 +129,8 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
+        .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
+        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker"], path: "Tests/PushWorkerTests"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs"], path: "Tests/APNsSimulatorTests"),

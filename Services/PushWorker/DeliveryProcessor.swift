@@ -1,0 +1,269 @@
+import CallContract
+import CallpushCore
+import Foundation
+import Logging
+
+/// Turns one request event into its outcome: validate, expire, deduplicate, cancel, push with
+/// retries bounded by the ring deadline, and make the outcome durable (status, DLQ).
+///
+/// `process` returns `.finished` only after every record it wrote was acknowledged, so the
+/// caller may then store the event's offset (at-least-once). It returns `.handedBack` when the
+/// task is cancelled before the outcome is durable (the next owner of the partition redoes it).
+public struct DeliveryProcessor: Sendable {
+    public struct Settings: Sendable {
+        /// Written into every status (`worker`): pod name or host name.
+        public var workerID: String
+        /// Apps this worker has credentials for; a ring for another app is rejected.
+        public var apps: Set<String>
+        public var retry: RetryPolicy
+        /// Longest wait for one APNs answer.
+        public var attemptTimeout: Duration
+        /// How long a cancelled call is remembered after its cancel.
+        public var cancelMemory: Duration
+
+        public init(workerID: String, apps: Set<String>, retry: RetryPolicy = .init(),
+                    attemptTimeout: Duration = .seconds(5), cancelMemory: Duration = .seconds(600)) {
+            self.workerID = workerID
+            self.apps = apps
+            self.retry = retry
+            self.attemptTimeout = attemptTimeout
+            self.cancelMemory = cancelMemory
+        }
+    }
+
+    public var settings: Settings
+    public let sender: any VoIPPushSending
+    public let publisher: any OutcomePublishing
+    public let cancels: CancelSignals
+    public let dedupe: PartitionDedupe
+    public let ackTokens: AckTokenSigner
+    public var logger: Logger
+    public var now: @Sendable () -> Date
+
+    public init(settings: Settings, sender: any VoIPPushSending, publisher: any OutcomePublishing,
+                cancels: CancelSignals, dedupe: PartitionDedupe, ackTokens: AckTokenSigner,
+                logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.settings = settings
+        self.sender = sender
+        self.publisher = publisher
+        self.cancels = cancels
+        self.dedupe = dedupe
+        self.ackTokens = ackTokens
+        self.logger = logger
+        self.now = now
+    }
+
+    public func process(_ event: InboundEvent) async -> DeliveryResult {
+        let request: CallRequest
+        do {
+            request = try CallRequest.decode(Data(event.value))
+        } catch {
+            return await reject(event, error: error)
+        }
+        switch request {
+        case .cancel(let cancel):
+            cancels.cancel(callId: cancel.callId, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
+            logger.info("call cancelled", metadata: ["call.id": "\(cancel.callId)"])
+            return .finished(nil)
+        case .ring(let ring):
+            guard settings.apps.contains(ring.app) else {
+                return await reject(event, error: ContractError(.invalidValue, path: "app", "unknown app \"\(ring.app)\""), ring: ring)
+            }
+            return await deliver(ring, event: event)
+        }
+    }
+
+    // MARK: - Ring
+
+    private func deliver(_ ring: RingRequest, event: InboundEvent) async -> DeliveryResult {
+        let deviceKey = DeviceKey.make(token: ring.device.token)
+        var status = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app,
+                                state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID)
+        let log = logger.with(ring, deviceKey: deviceKey)
+
+        if ring.isExpired(at: now()) {
+            return await finish(status, event: event)
+        }
+        if cancels.isCancelled(ring.callId) {
+            status.state = .cancelled
+            return await finish(status, event: event)
+        }
+        let key = DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
+        guard dedupe.insert(key, ringDeadline: ring.ringDeadline, partition: event.partition) else {
+            log.info("duplicate delivery, not pushed")
+            status.state = .duplicate
+            return await finish(status, event: event)
+        }
+
+        let payload: Data
+        do {
+            let ackToken = ackTokens.token(callId: ring.callId, deviceKey: deviceKey)
+            payload = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
+        } catch {
+            return await reject(event, error: error, ring: ring)
+        }
+        let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
+        var renewedToken = false
+
+        while true {
+            if Task.isCancelled { return .handedBack }
+            let start = now()
+            guard ring.ringDeadline.timeIntervalSince(start) > settings.retry.minimumRemaining.seconds else {
+                status.state = .expired
+                return await finish(status, event: event)
+            }
+            status.attempt += 1
+            let push = VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment,
+                                apnsID: apnsID, expiration: ring.ringDeadline, payload: payload,
+                                deadline: min(ring.ringDeadline, start.addingTimeInterval(settings.attemptTimeout.seconds)))
+            let attempt = await sender.send(push)
+            status.apns = attempt.details
+            status.at = now()
+
+            switch attempt.disposition {
+            case .sent:
+                status.state = .sent
+                log.info("push sent", metadata: ["apns.attempt": "\(status.attempt)"])
+                return await finish(status, event: event, evenIfCancelled: true)
+            case .tokenDead, .requestInvalid, .credentialsInvalid:
+                status.state = .failed
+                status.error = .init(code: attempt.reason ?? "status-\(attempt.status ?? 0)", message: attempt.disposition.explanation)
+                log.warning("push failed", metadata: ["apns.reason": "\(attempt.reason ?? "-")", "apns.status": "\(attempt.status ?? 0)"])
+                return await finish(status, event: event, deadLetter: true, evenIfCancelled: true)
+            case .renewTokenAndRetry where !renewedToken:
+                renewedToken = true
+                await sender.renewToken(app: ring.app)
+                status.state = .retrying
+                guard await publishDurably(status, partition: event.partition) else { return .handedBack }
+                continue
+            case .renewTokenAndRetry, .retry:
+                if cancels.isCancelled(ring.callId) {
+                    status.state = .cancelled
+                    return await finish(status, event: event)
+                }
+                let decision = attempt.disposition == .retry
+                    ? settings.retry.decide(afterAttempt: status.attempt, now: now(), ringDeadline: ring.ringDeadline,
+                                            minimumDelay: attempt.minimumRetryDelay)
+                    : .giveUp
+                switch decision {
+                case .expire:
+                    status.state = .expired
+                    return await finish(status, event: event)
+                case .giveUp:
+                    status.state = .failed
+                    status.error = .init(code: attempt.reason ?? "retries-exhausted",
+                                         message: "gave up after \(status.attempt) attempts")
+                    return await finish(status, event: event, deadLetter: true)
+                case .retry(let delay):
+                    status.state = .retrying
+                    log.info("push will be retried", metadata: ["apns.reason": "\(attempt.reason ?? "-")", "retry.delay_ms": "\(Int(delay.seconds * 1000))"])
+                    guard await publishDurably(status, partition: event.partition) else { return .handedBack }
+                    status.apns = nil
+                    if await cancels.sleep(for: delay, unlessCancelled: ring.callId) {
+                        status.state = .cancelled
+                        status.at = now()
+                        return await finish(status, event: event)
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: - Outcomes
+
+    /// An invalid event: `rejected` status (when a call id can be read) and a DLQ record.
+    private func reject(_ event: InboundEvent, error: ContractError, ring: RingRequest? = nil) async -> DeliveryResult {
+        logger.warning("event rejected", metadata: [
+            "call.id": "\(ring?.callId ?? event.keyAsCallID ?? "-")", "kafka.partition": "\(event.partition)",
+            "kafka.offset": "\(event.offset)", "error.code": "\(error.code.rawValue)", "error.reason": "\(error.description)",
+        ])
+        let headers = deadLetterHeaders(event, code: error.code.rawValue, reason: error.description, attempts: 0)
+        guard await durably({ try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) }) else {
+            return .handedBack
+        }
+        guard let callId = ring?.callId ?? event.keyAsCallID else { return .finished(.rejected) }
+        let status = CallStatus(callId: callId, deviceId: ring?.device.id,
+                                deviceKey: ring.map { DeviceKey.make(token: $0.device.token) }, app: ring?.app,
+                                state: .rejected, attempt: 0, replay: ring?.replay ?? 0, at: now(),
+                                error: .init(code: error.code.rawValue, message: error.description), worker: settings.workerID)
+        guard await publishDurably(status, partition: event.partition) else { return .handedBack }
+        return .finished(.rejected)
+    }
+
+    /// Writes the terminal status (and the DLQ record first, when asked) durably.
+    private func finish(_ status: CallStatus, event: InboundEvent, deadLetter: Bool = false,
+                        evenIfCancelled: Bool = false) async -> DeliveryResult {
+        if deadLetter {
+            let headers = deadLetterHeaders(event, code: status.error?.code ?? status.state.rawValue,
+                                            reason: status.error?.message ?? status.state.rawValue, attempts: status.attempt)
+            guard await durably({ try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) },
+                                evenIfCancelled: evenIfCancelled) else { return .handedBack }
+        }
+        guard await publishDurably(status, partition: event.partition, evenIfCancelled: evenIfCancelled) else { return .handedBack }
+        return .finished(status.state)
+    }
+
+    private func publishDurably(_ status: CallStatus, partition: Int32, evenIfCancelled: Bool = false) async -> Bool {
+        await durably({ try await publisher.publish(status: status, partition: partition) }, evenIfCancelled: evenIfCancelled)
+    }
+
+    /// Retries a write until it is acknowledged. Gives up only when the task is cancelled — and,
+    /// with `evenIfCancelled` (a push went out: its outcome must be recorded), after a few more tries.
+    private func durably(_ write: @Sendable () async throws -> Void, evenIfCancelled: Bool = false) async -> Bool {
+        var delay = 0.05
+        var triesAfterCancel = 0
+        while true {
+            do {
+                try await write()
+                return true
+            } catch {
+                logger.error("could not write outcome to Kafka; retrying", metadata: ["error": "\(error)"])
+            }
+            if Task.isCancelled {
+                triesAfterCancel += 1
+                if !evenIfCancelled || triesAfterCancel > 3 { return false }
+                // Task.sleep returns at once in a cancelled task: wait on a detached timer instead.
+                await Task.detached { try? await Task.sleep(for: .milliseconds(200)) }.value
+            } else {
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 2)
+            }
+        }
+    }
+
+    private func deadLetterHeaders(_ event: InboundEvent, code: String, reason: String, attempts: Int) -> [(String, String)] {
+        [
+            (DeadLetterHeader.error, code),
+            (DeadLetterHeader.reason, reason),
+            (DeadLetterHeader.attempts, String(attempts)),
+            (DeadLetterHeader.originalPartition, String(event.partition)),
+            (DeadLetterHeader.originalOffset, String(event.offset)),
+            (DeadLetterHeader.failedAt, ContractCoding.format(now())),
+        ]
+    }
+}
+
+extension PushAttempt.Disposition {
+    var explanation: String {
+        switch self {
+        case .sent: "accepted by APNs"
+        case .retry: "temporary failure"
+        case .renewTokenAndRetry: "provider token expired again after renewal"
+        case .tokenDead: "the device token is no longer valid; forget it"
+        case .requestInvalid: "APNs refused the request as invalid"
+        case .credentialsInvalid: "APNs refused the app's credentials"
+        }
+    }
+}
+
+extension Logger {
+    /// A logger keyed by the call, with the device as a key — never the token.
+    func with(_ ring: RingRequest, deviceKey: String) -> Logger {
+        var logger = self
+        logger[metadataKey: "call.id"] = "\(ring.callId)"
+        logger[metadataKey: "device.key"] = "\(deviceKey.prefix(12))"
+        logger[metadataKey: "call.replay"] = "\(ring.replay)"
+        logger[metadataKey: "app"] = "\(ring.app)"
+        return logger
+    }
+}

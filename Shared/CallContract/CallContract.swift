@@ -1,2 +1,0 @@
-// placeholder: replaced by the CallContract implementation
-public enum CallContractPlaceholder {}

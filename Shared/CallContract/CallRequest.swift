@@ -1,0 +1,59 @@
+import Foundation
+
+/// An event on `voip.call-requests`, keyed by `callId`: `ring` one device, or `cancel` a call.
+public enum CallRequest: Sendable, Hashable {
+    case ring(RingRequest)
+    case cancel(CancelRequest)
+
+    /// The event types of contract v1.
+    public enum EventType: String, Sendable, CaseIterable {
+        case ring
+        case cancel
+    }
+
+    public var callId: String {
+        switch self {
+        case .ring(let ring): ring.callId
+        case .cancel(let cancel): cancel.callId
+        }
+    }
+
+    public var type: EventType {
+        switch self {
+        case .ring: .ring
+        case .cancel: .cancel
+        }
+    }
+
+    /// Decodes and validates an event. The error names the first failing field by JSON path.
+    public static func decode(_ data: Data) throws(ContractError) -> CallRequest {
+        try ContractCoding.decode(CallRequest.self, from: data)
+    }
+
+    /// The event's JSON bytes (sorted keys, contract field names).
+    public func encoded() throws -> Data {
+        try ContractCoding.encode(self)
+    }
+}
+
+extension CallRequest: Codable {
+    enum TypeKey: String, CodingKey { case type }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: TypeKey.self)
+        let type = try c.requiredString(.type, maxBytes: 32)
+        switch EventType(rawValue: type) {
+        case .ring: self = .ring(try RingRequest(from: decoder))
+        case .cancel: self = .cancel(try CancelRequest(from: decoder))
+        case nil:
+            throw ContractError(.unknownType, path: "type", "unknown event type \"\(type.prefix(32))\" (expected \"ring\" or \"cancel\")")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .ring(let ring): try ring.encode(to: encoder)
+        case .cancel(let cancel): try cancel.encode(to: encoder)
+        }
+    }
+}

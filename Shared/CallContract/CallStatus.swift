@@ -1,0 +1,165 @@
+import Foundation
+
+/// What happened to one delivery (one device of one call): an event on `voip.call-status`, keyed by `callId`.
+public struct CallStatus: Sendable, Hashable, Codable {
+    /// The states of a delivery. Terminal worker states end a delivery; `reported` / `suppressed`
+    /// come later, from the device through dispatch's ack endpoint.
+    public enum State: String, Sendable, Hashable, Codable, CaseIterable {
+        /// APNs accepted the push.
+        case sent
+        /// A retryable outcome; another attempt follows (before the ring deadline).
+        case retrying
+        /// A permanent outcome (`Unregistered`, `BadDeviceToken`, credentials, …); the event is in the DLQ.
+        case failed
+        /// The ring deadline passed before a push could be sent; no push goes out after it.
+        case expired
+        /// A `cancel` arrived before the push went out.
+        case cancelled
+        /// The same (callId, device, replay) was already handled; no push.
+        case duplicate
+        /// The event is invalid; it is in the DLQ with the reason.
+        case rejected
+        /// The app reported the call to CallKit and the call UI showed.
+        case reported
+        /// The app could not show the call (Focus / Do Not Disturb, blocked caller, …); `error` says why.
+        case suppressed
+
+        /// Whether the worker is done with the delivery in this state.
+        public var isTerminal: Bool {
+            switch self {
+            case .retrying: false
+            default: true
+            }
+        }
+
+        /// States that come from the device (via dispatch) rather than from a worker.
+        public var isDeviceReport: Bool { self == .reported || self == .suppressed }
+    }
+
+    /// What APNs answered to the attempt this status reports.
+    public struct APNsDetails: Sendable, Hashable, Codable {
+        /// `apns-id` of the request.
+        public var id: String?
+        /// `apns-unique-id` (sandbox only).
+        public var uniqueId: String?
+        /// HTTP status, nil when no response arrived (timeout, connection lost).
+        public var status: Int?
+        /// Apple's reason string, verbatim.
+        public var reason: String?
+        /// With 410: when APNs learnt the token is no longer valid.
+        public var timestamp: Date?
+
+        public init(id: String? = nil, uniqueId: String? = nil, status: Int? = nil, reason: String? = nil, timestamp: Date? = nil) {
+            self.id = id
+            self.uniqueId = uniqueId
+            self.status = status
+            self.reason = reason
+            self.timestamp = timestamp
+        }
+
+        enum CodingKeys: String, CodingKey { case id, uniqueId, status, reason, timestamp }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(id, forKey: .id)
+            try c.encode(uniqueId, forKey: .uniqueId)
+            try c.encode(status, forKey: .status)
+            try c.encode(reason, forKey: .reason)
+            try c.encode(timestamp.map(ContractCoding.format), forKey: .timestamp)
+        }
+    }
+
+    /// Why a delivery failed, was rejected, or was suppressed on the device.
+    public struct ErrorInfo: Sendable, Hashable, Codable {
+        /// Stable machine code: a contract error code, an APNs reason, a CallKit error name.
+        public var code: String
+        public var message: String?
+        /// For device reports: the error domain (e.g. `com.apple.CallKit.error.incomingcall`).
+        public var domain: String?
+
+        public init(code: String, message: String? = nil, domain: String? = nil) {
+            self.code = code
+            self.message = message
+            self.domain = domain
+        }
+    }
+
+    public var callId: String
+    /// The backend's device id from the ring request, if it gave one.
+    public var deviceId: String?
+    /// Stable, non-reversible key of the device token (see `DeviceKey`); absent for rejected events.
+    public var deviceKey: String?
+    /// The app the call was for, if known.
+    public var app: String?
+    public var state: State
+    /// Attempt number (1-based) the status reports; 0 when no push was attempted.
+    public var attempt: Int
+    public var replay: Int
+    public var at: Date
+    public var apns: APNsDetails?
+    public var error: ErrorInfo?
+    /// Which worker (or dispatch instance) wrote the status.
+    public var worker: String
+
+    public init(
+        callId: String, deviceId: String? = nil, deviceKey: String? = nil, app: String? = nil,
+        state: State, attempt: Int = 0, replay: Int = 0, at: Date, apns: APNsDetails? = nil,
+        error: ErrorInfo? = nil, worker: String
+    ) {
+        self.callId = callId
+        self.deviceId = deviceId
+        self.deviceKey = deviceKey
+        self.app = app
+        self.state = state
+        self.attempt = attempt
+        self.replay = replay
+        self.at = at
+        self.apns = apns
+        self.error = error
+        self.worker = worker
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case callId, deviceId, deviceKey, app, state, attempt, replay, at, apns, error, worker
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.callId = try c.requiredString(.callId, maxBytes: 64)
+        self.deviceId = try c.optionalString(.deviceId, maxBytes: 128)
+        self.deviceKey = try c.optionalString(.deviceKey, maxBytes: 64)
+        self.app = try c.optionalString(.app, maxBytes: RingRequest.Limits.appNameBytes)
+        self.state = try c.requiredEnum(State.self, .state)
+        self.attempt = try c.optionalInt(.attempt, in: 0...1_000_000) ?? 0
+        self.replay = try c.optionalInt(.replay, in: RingRequest.Limits.replay) ?? 0
+        self.at = try c.requiredTimestamp(.at)
+        self.apns = try c.decodeIfPresent(APNsDetails.self, forKey: .apns)
+        self.error = try c.decodeIfPresent(ErrorInfo.self, forKey: .error)
+        self.worker = try c.optionalString(.worker, maxBytes: 256, allowEmpty: true) ?? ""
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(callId, forKey: .callId)
+        try c.encode(deviceId, forKey: .deviceId)
+        try c.encode(deviceKey, forKey: .deviceKey)
+        try c.encodeIfPresent(app, forKey: .app)
+        try c.encode(state, forKey: .state)
+        try c.encode(attempt, forKey: .attempt)
+        try c.encode(replay, forKey: .replay)
+        try c.encode(ContractCoding.format(at), forKey: .at)
+        try c.encode(apns, forKey: .apns)
+        try c.encode(error, forKey: .error)
+        try c.encode(worker, forKey: .worker)
+    }
+
+    /// Decodes and validates a status event.
+    public static func decode(_ data: Data) throws(ContractError) -> CallStatus {
+        try ContractCoding.decode(CallStatus.self, from: data)
+    }
+
+    /// The status's JSON bytes.
+    public func encoded() throws -> Data {
+        try ContractCoding.encode(self)
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+
+/// "Stop ringing this call": every pending or retrying delivery of the call ends `cancelled`.
+/// It never sends a push (Apple: the app learns of a cancelled call over its own connection).
+public struct CancelRequest: Sendable, Hashable, Codable {
+    public var callId: String
+    public var requestedAt: Date
+    /// Optional free text for support ("rider cancelled").
+    public var reason: String?
+
+    public init(callId: String, requestedAt: Date, reason: String? = nil) {
+        self.callId = callId
+        self.requestedAt = requestedAt
+        self.reason = reason
+    }
+
+    enum CodingKeys: String, CodingKey { case type, callId, requestedAt, reason }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.callId = try c.requiredCallID(.callId)
+        self.requestedAt = try c.requiredTimestamp(.requestedAt)
+        self.reason = try c.optionalString(.reason, maxBytes: 256, allowEmpty: true)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode("cancel", forKey: .type)
+        try c.encode(callId, forKey: .callId)
+        try c.encode(ContractCoding.format(requestedAt), forKey: .requestedAt)
+        try c.encodeIfPresent(reason, forKey: .reason)
+    }
+}

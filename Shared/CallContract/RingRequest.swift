@@ -1,0 +1,109 @@
+import Foundation
+
+/// "Ring this device for this call": one device per event (dispatch fans a multi-device call out).
+public struct RingRequest: Sendable, Hashable, Codable {
+    public var callId: String
+    /// Names an entry of the worker's app configuration (bundle id and credentials).
+    public var app: String
+    public var device: Device
+    public var caller: Caller
+    public var hasVideo: Bool
+    public var requestedAt: Date
+    /// After this instant the call must not ring: no push is sent, the delivery ends `expired`.
+    public var ringDeadline: Date
+    public var maxDurationSeconds: Int?
+    /// Opaque strings the app needs to connect the call (ride id, room, …).
+    public var attributes: [String: String]
+    /// Replay generation: 0 for the original, incremented by each `callpush replay`.
+    public var replay: Int
+
+    /// Limits the decoder enforces.
+    public enum Limits {
+        public static let appNameBytes = 64
+        public static let attributeCount = 32
+        public static let attributeKeyBytes = 64
+        public static let attributeValueBytes = 1024
+        public static let maxDurationSeconds = 1...86_400
+        public static let replay = 0...1_000
+    }
+
+    public init(
+        callId: String, app: String, device: Device, caller: Caller, hasVideo: Bool = false,
+        requestedAt: Date, ringDeadline: Date, maxDurationSeconds: Int? = nil,
+        attributes: [String: String] = [:], replay: Int = 0
+    ) {
+        self.callId = callId
+        self.app = app
+        self.device = device
+        self.caller = caller
+        self.hasVideo = hasVideo
+        self.requestedAt = requestedAt
+        self.ringDeadline = ringDeadline
+        self.maxDurationSeconds = maxDurationSeconds
+        self.attributes = attributes
+        self.replay = replay
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case type, callId, app, device, caller, hasVideo, requestedAt, ringDeadline
+        case maxDurationSeconds, attributes, replay
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.callId = try c.requiredCallID(.callId)
+        let app = try c.requiredString(.app, maxBytes: Limits.appNameBytes)
+        guard app.utf8.allSatisfy(\.isAppNameCharacter) else {
+            throw c.invalid(.app, "only letters, digits, '.', '-' and '_' are allowed")
+        }
+        self.app = app
+        guard c.contains(.device) else { throw ContractError(.missingField, path: c.path(.device), "missing") }
+        self.device = try c.decode(Device.self, forKey: .device)
+        guard c.contains(.caller) else { throw ContractError(.missingField, path: c.path(.caller), "missing") }
+        self.caller = try c.decode(Caller.self, forKey: .caller)
+        self.hasVideo = try c.decodeIfPresent(Bool.self, forKey: .hasVideo) ?? false
+        self.requestedAt = try c.requiredTimestamp(.requestedAt)
+        self.ringDeadline = try c.requiredTimestamp(.ringDeadline)
+        guard ringDeadline > requestedAt else {
+            throw c.invalid(.ringDeadline, "must be later than requestedAt")
+        }
+        self.maxDurationSeconds = try c.optionalInt(.maxDurationSeconds, in: Limits.maxDurationSeconds)
+        self.attributes = try Self.decodeAttributes(c)
+        self.replay = try c.optionalInt(.replay, in: Limits.replay) ?? 0
+    }
+
+    private static func decodeAttributes(_ c: KeyedDecodingContainer<CodingKeys>) throws -> [String: String] {
+        guard let attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes) else { return [:] }
+        guard attributes.count <= Limits.attributeCount else {
+            throw c.invalid(.attributes, "more than \(Limits.attributeCount) entries")
+        }
+        for (key, value) in attributes.sorted(by: { $0.key < $1.key }) {
+            let path = "\(c.path(.attributes)).\(key.prefix(Limits.attributeKeyBytes))"
+            if key.isEmpty || key.utf8.count > Limits.attributeKeyBytes {
+                throw ContractError(.invalidValue, path: c.path(.attributes), "keys must be 1 to \(Limits.attributeKeyBytes) bytes")
+            }
+            if value.utf8.count > Limits.attributeValueBytes {
+                throw ContractError(.invalidValue, path: path, "longer than \(Limits.attributeValueBytes) bytes")
+            }
+        }
+        return attributes
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode("ring", forKey: .type)
+        try c.encode(callId, forKey: .callId)
+        try c.encode(app, forKey: .app)
+        try c.encode(device, forKey: .device)
+        try c.encode(caller, forKey: .caller)
+        try c.encode(hasVideo, forKey: .hasVideo)
+        try c.encode(ContractCoding.format(requestedAt), forKey: .requestedAt)
+        try c.encode(ContractCoding.format(ringDeadline), forKey: .ringDeadline)
+        try c.encodeIfPresent(maxDurationSeconds, forKey: .maxDurationSeconds)
+        try c.encode(attributes, forKey: .attributes)
+        try c.encode(replay, forKey: .replay)
+    }
+
+    /// Whether the ring deadline has passed at `now`.
+    public func isExpired(at now: Date) -> Bool { now >= ringDeadline }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import CallpushCore
+
+@Suite struct AckTokens {
+    let signer = try! AckTokenSigner(secret: Array(repeating: 7, count: 32))
+
+    @Test func tokenVerifiesForItsDeliveryOnly() {
+        let token = signer.token(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1")
+        #expect(signer.verify(token, callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1"))
+        #expect(signer.verify(token, callId: "1B4E28BA-2FA1-4D3B-A3F5-EF19B5A7633B", deviceKey: "k1"), "call ids compare case-insensitively")
+        #expect(!signer.verify(token, callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k2"), "another device's token")
+        #expect(!signer.verify(token, callId: "2b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1"), "another call's token")
+    }
+
+    @Test func anotherSecretDoesNotVerify() throws {
+        let other = try AckTokenSigner(secret: Array(repeating: 8, count: 32))
+        let token = signer.token(callId: "c", deviceKey: "k")
+        #expect(!other.verify(token, callId: "c", deviceKey: "k"))
+    }
+
+    @Test func garbageIsRefused() {
+        #expect(!signer.verify("", callId: "c", deviceKey: "k"))
+        #expect(!signer.verify("not base64 !!", callId: "c", deviceKey: "k"))
+        #expect(!signer.verify(String(repeating: "A", count: 10_000), callId: "c", deviceKey: "k"))
+        let token = signer.token(callId: "c", deviceKey: "k")
+        #expect(!signer.verify(String(token.dropLast()), callId: "c", deviceKey: "k"), "a truncated token")
+    }
+
+    @Test func shortSecretsAreRefused() {
+        #expect(throws: AckTokenError.secretTooShort(31)) { try AckTokenSigner(secret: Array(repeating: 1, count: 31)) }
+    }
+
+    @Test func tokenIsURLSafe() {
+        for i in 0..<50 {
+            let token = signer.token(callId: "call-\(i)", deviceKey: "k")
+            #expect(!token.contains("+") && !token.contains("/") && !token.contains("="))
+            #expect(token.count == 43)
+        }
+    }
+}
+
+@Suite struct APNsIDs {
+    @Test func stablePerDeliveryAndAValidLowercaseUUID() throws {
+        let a = APNsID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1", replay: 0)
+        #expect(a == APNsID.make(callId: "1B4E28BA-2FA1-4D3B-A3F5-EF19B5A7633B", deviceKey: "k1", replay: 0))
+        #expect(a != APNsID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k2", replay: 0))
+        #expect(a != APNsID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1", replay: 1), "a replay is a new push")
+        let uuid = try #require(UUID(uuidString: a))
+        #expect(uuid.uuidString.lowercased() == a)
+        #expect(Array(a)[14] == "5", "version nibble")
+    }
+}

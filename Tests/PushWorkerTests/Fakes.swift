@@ -1,0 +1,104 @@
+import CallContract
+import CallpushCore
+import Foundation
+import Logging
+import Synchronization
+@testable import PushWorker
+
+/// An APNs stand-in that answers from a script (per device token) and records every attempt.
+final class ScriptedSender: VoIPPushSending {
+    struct Sent: Sendable { var push: VoIPPush; var at: Date }
+    private let state = Mutex<(script: [String: [PushAttempt]], sent: [Sent], renewals: Int)>(([:], [], 0))
+    let fallback: PushAttempt
+
+    init(fallback: PushAttempt = PushAttempt(disposition: .sent, status: 200)) { self.fallback = fallback }
+
+    /// Answers the next attempts for `token` with `outcomes` in order, then the fallback.
+    func script(_ token: String, _ outcomes: [PushAttempt]) {
+        state.withLock { $0.script[token, default: []].append(contentsOf: outcomes) }
+    }
+
+    func send(_ push: VoIPPush) async -> PushAttempt {
+        state.withLock { state in
+            state.sent.append(Sent(push: push, at: Date()))
+            guard var queue = state.script[push.deviceToken], !queue.isEmpty else { return fallback }
+            let next = queue.removeFirst()
+            state.script[push.deviceToken] = queue
+            return next
+        }
+    }
+
+    func renewToken(app: String) async { state.withLock { $0.renewals += 1 } }
+
+    var sent: [Sent] { state.withLock { $0.sent } }
+    var renewals: Int { state.withLock { $0.renewals } }
+}
+
+/// A Kafka stand-in recording statuses and DLQ records; can fail the first N writes.
+final class RecordingPublisher: OutcomePublishing {
+    struct DeadLetter: Sendable { var key: [UInt8]?; var value: [UInt8]; var headers: [String: String] }
+    private let state = Mutex<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int)>(([], [], 0))
+
+    init(failFirst: Int = 0) { state.withLock { $0.failuresLeft = failFirst } }
+
+    struct Unavailable: Error {}
+
+    func publish(status: CallStatus, partition: Int32) async throws {
+        try state.withLock { state in
+            if state.failuresLeft > 0 { state.failuresLeft -= 1; throw Unavailable() }
+            state.statuses.append((status, partition))
+        }
+    }
+
+    func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)]) async throws {
+        try state.withLock { state in
+            if state.failuresLeft > 0 { state.failuresLeft -= 1; throw Unavailable() }
+            state.dlq.append(DeadLetter(key: key, value: value, headers: Dictionary(headers, uniquingKeysWith: { a, _ in a })))
+        }
+    }
+
+    var statuses: [CallStatus] { state.withLock { $0.statuses.map(\.0) } }
+    var partitions: [Int32] { state.withLock { $0.statuses.map(\.1) } }
+    var deadLetters: [DeadLetter] { state.withLock { $0.dlq } }
+    var states: [CallStatus.State] { statuses.map(\.state) }
+}
+
+let testSecret = Array(repeating: UInt8(42), count: 32)
+
+struct Harness {
+    let sender: ScriptedSender
+    let publisher: RecordingPublisher
+    let processor: DeliveryProcessor
+
+    init(sender: ScriptedSender = ScriptedSender(), publisher: RecordingPublisher = RecordingPublisher(),
+         retry: RetryPolicy = RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20), maxAttempts: 8, minimumRemaining: .milliseconds(5))) {
+        self.sender = sender
+        self.publisher = publisher
+        self.processor = DeliveryProcessor(
+            settings: .init(workerID: "test-worker", apps: ["rider"], retry: retry, attemptTimeout: .seconds(2)),
+            sender: sender, publisher: publisher, cancels: CancelSignals(),
+            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 10_000),
+            ackTokens: try! AckTokenSigner(secret: testSecret), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+    }
+
+    func process(_ request: CallRequest, partition: Int32 = 3, offset: Int64 = 100) async throws -> DeliveryResult {
+        let value = Array(try request.encoded())
+        return await processor.process(InboundEvent(partition: partition, offset: offset, key: Array(request.callId.utf8), value: value))
+    }
+}
+
+func makeRing(token: String = String(repeating: "ab", count: 32), callId: String = CallID.make(),
+              ringsFor seconds: Double = 30, replay: Int = 0, app: String = "rider") -> RingRequest {
+    let now = ContractCoding.truncatedToMilliseconds(Date())
+    return RingRequest(callId: callId, app: app, device: Device(token: token, environment: .sandbox, id: "dev-1"),
+                       caller: Caller(handle: "driver-1", displayName: "Driver"), requestedAt: now.addingTimeInterval(-60),
+                       ringDeadline: now.addingTimeInterval(seconds), attributes: ["rideId": "R-1"], replay: replay)
+}
+
+extension PushAttempt {
+    static let ok = PushAttempt(disposition: .sent, status: 200, apnsID: "id")
+    static let unavailable = PushAttempt(disposition: .retry, status: 503, reason: "ServiceUnavailable")
+    static let unregistered = PushAttempt(disposition: .tokenDead, status: 410, reason: "Unregistered",
+                                          timestamp: Date(timeIntervalSince1970: 1_795_262_000))
+    static let expiredProviderToken = PushAttempt(disposition: .renewTokenAndRetry, status: 403, reason: "ExpiredProviderToken")
+}
