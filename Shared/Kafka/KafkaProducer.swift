@@ -27,7 +27,7 @@ public final class KafkaProducer: Service, Sendable {
     /// `rd_kafka_topic_t` handles by topic name, destroyed at shutdown.
     let topics = Mutex<[String: UncheckedHandle]>([:])
     private let stopRequested = Atomic<Bool>(false)
-    private let pollThreadExit = ThreadExit()
+    private let pollOneShotSignal = OneShotSignal()
 
     /// Creates the producer and starts its delivery-report thread.
     ///
@@ -79,7 +79,7 @@ public final class KafkaProducer: Service, Sendable {
         state.withLock { $0.closing() }
         stopRequested.store(true, ordering: .releasing)
         wakePollThread()
-        await pollThreadExit.wait()
+        await pollOneShotSignal.wait()
         await client.destroy(deadline: configuration.destroyTimeout, name: "kafka-producer")
         let waiters = state.withLock { $0.finished() }
         for waiter in waiters { waiter.resume() }
@@ -119,6 +119,6 @@ public final class KafkaProducer: Service, Sendable {
             return Array(topics.values)
         }
         for topic in handles { rd_kafka_topic_destroy(topic.pointer) }
-        pollThreadExit.finish()
+        pollOneShotSignal.finish()
     }
 }
