@@ -1,0 +1,98 @@
+/// Configuration of a ``KafkaConsumer``.
+///
+/// Two modes:
+/// - ``Mode-swift.enum/group(id:topics:)``: a consumer-group member subscribed to topics; partitions are
+///   assigned by the group (eager `range` assignor by default).
+/// - ``Mode-swift.enum/manual``: no group; the application assigns partitions at explicit offsets
+///   with ``KafkaConsumer/assign(_:)`` (e.g. to rebuild state from a point in time).
+///
+/// Offsets are at-least-once: `enable.auto.offset.store=false` and `enable.auto.commit=true`;
+/// the application stores `offset + 1` after processing with ``KafkaConsumer/storeOffset(for:)``.
+public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConvertible {
+    /// How partitions are obtained.
+    public enum Mode: Sendable, Hashable {
+        /// Consumer-group member with `group.id` = `id`, subscribed to `topics`.
+        case group(id: String, topics: [String])
+        /// No consumer group: partitions are assigned explicitly by the application.
+        case manual
+    }
+
+    /// Brokers, client id and any librdkafka property (e.g. security settings).
+    public var kafka: KafkaConfiguration
+    /// Group membership or manual assignment.
+    public var mode: Mode
+    /// `group.instance.id` for static membership (e.g. the pod name). Default `nil`.
+    public var groupInstanceID: String?
+    /// `partition.assignment.strategy`. Default `range` (eager; cooperative-sticky is buggy in librdkafka 2.0.2).
+    public var assignmentStrategy: String
+    /// `auto.offset.reset` when the group has no committed offset. Default `earliest`.
+    public var autoOffsetReset: String
+    /// `session.timeout.ms`. Default 45 s.
+    public var sessionTimeout: Duration
+    /// `heartbeat.interval.ms`. Default 3 s.
+    public var heartbeatInterval: Duration
+    /// The most messages buffered between librdkafka and the application; above it the
+    /// consumer pauses fetching (rebalances are still served). Default 10,000.
+    public var maxBufferedMessages: Int
+    /// How long the revoke handler may take before the layer commits and unassigns anyway. Default 10 s.
+    public var revokeTimeout: Duration
+    /// How long the assign handler may take before messages start flowing anyway. Default 30 s.
+    public var assignTimeout: Duration
+    /// How long shutdown waits for `rd_kafka_consumer_close` and `rd_kafka_destroy` each. Default 15 s.
+    public var closeTimeout: Duration
+
+    /// Creates a consumer configuration with callpush's defaults.
+    public init(
+        kafka: KafkaConfiguration,
+        mode: Mode,
+        groupInstanceID: String? = nil,
+        assignmentStrategy: String = "range",
+        autoOffsetReset: String = "earliest",
+        sessionTimeout: Duration = .seconds(45),
+        heartbeatInterval: Duration = .seconds(3),
+        maxBufferedMessages: Int = 10_000,
+        revokeTimeout: Duration = .seconds(10),
+        assignTimeout: Duration = .seconds(30),
+        closeTimeout: Duration = .seconds(15)
+    ) {
+        self.kafka = kafka
+        self.mode = mode
+        self.groupInstanceID = groupInstanceID
+        self.assignmentStrategy = assignmentStrategy
+        self.autoOffsetReset = autoOffsetReset
+        self.sessionTimeout = sessionTimeout
+        self.heartbeatInterval = heartbeatInterval
+        self.maxBufferedMessages = maxBufferedMessages
+        self.revokeTimeout = revokeTimeout
+        self.assignTimeout = assignTimeout
+        self.closeTimeout = closeTimeout
+    }
+
+    /// The librdkafka properties: defaults, then the user's overrides.
+    var librdkafkaProperties: [String: String] {
+        var properties: [String: String] = [
+            "enable.auto.offset.store": "false",
+            "enable.auto.commit": "true",
+            "auto.offset.reset": autoOffsetReset,
+            "partition.assignment.strategy": assignmentStrategy,
+            "session.timeout.ms": String(sessionTimeout.milliseconds),
+            "heartbeat.interval.ms": String(heartbeatInterval.milliseconds),
+            // Keep librdkafka's own prefetch modest so memory stays bounded when the app is slow.
+            "queued.max.messages.kbytes": "16384",
+        ]
+        switch mode {
+        case .group(let id, _):
+            properties["group.id"] = id
+            if let groupInstanceID { properties["group.instance.id"] = groupInstanceID }
+        case .manual:
+            properties["enable.auto.commit"] = "false"
+            properties["group.id"] = "callpush-manual"  // required by librdkafka; never joined
+        }
+        properties.merge(kafka.rawProperties) { _, user in user }
+        return properties
+    }
+
+    public var description: String {
+        "KafkaConsumerConfiguration(\(KafkaConfiguration.redactedDescription(of: librdkafkaProperties)))"
+    }
+}

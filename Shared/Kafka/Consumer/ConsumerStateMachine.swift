@@ -1,0 +1,168 @@
+/// Messages fetched together, tagged with the assignment epoch at which they were fetched.
+struct MessageBatch {
+    var epoch: Int
+    var messages: [KafkaConsumerMessage]
+}
+
+/// The consumer's buffer between the poll thread and the application, its assignment view
+/// and its lifecycle. Kept behind a `Mutex` by ``KafkaConsumer``; methods return what to do.
+///
+/// Assignment epochs: every assignment change (assign, revoke, seek) bumps `epoch` and
+/// records, for each assigned partition, the epoch from which its messages are valid. A
+/// message is delivered only if its partition is assigned and it was fetched at or after
+/// that epoch — so buffered messages of revoked (or sought) partitions are dropped.
+struct ConsumerStateMachine {
+    typealias Waiter = CheckedContinuation<MessageBatch?, any Error>
+
+    enum Lifecycle {
+        case running
+        case failed(KafkaError)
+        case finished
+    }
+
+    private(set) var lifecycle: Lifecycle = .running
+    private(set) var epoch = 0
+    /// Assigned partitions and the epoch from which their messages are valid.
+    private(set) var assigned: [KafkaTopicPartition: Int] = [:]
+    private var batches: [MessageBatch] = []
+    private var head = 0
+    private(set) var bufferedCount = 0
+    private var waiters: [Waiter] = []
+    /// Partitions the application paused (kept paused across back-pressure resumes).
+    private(set) var userPaused: Set<KafkaTopicPartition> = []
+    /// Whether the poll thread paused the assignment because the buffer is full.
+    var backpressurePaused = false
+
+    // MARK: assignment
+
+    mutating func assign(_ partitions: [KafkaTopicPartition]) {
+        epoch += 1
+        for partition in partitions { assigned[partition] = epoch }
+    }
+
+    /// Replaces the whole assignment (manual mode).
+    mutating func replaceAssignment(_ partitions: [KafkaTopicPartition]) {
+        epoch += 1
+        assigned = [:]
+        for partition in partitions { assigned[partition] = epoch }
+        dropInvalid()
+    }
+
+    mutating func revoke(_ partitions: [KafkaTopicPartition]) {
+        epoch += 1
+        for partition in partitions { assigned[partition] = nil }
+        dropInvalid()
+    }
+
+    /// After a seek: messages of `partition` fetched before now are stale.
+    mutating func invalidate(_ partition: KafkaTopicPartition) {
+        epoch += 1
+        if assigned[partition] != nil { assigned[partition] = epoch }
+        dropInvalid()
+    }
+
+    mutating func setUserPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
+        if paused { userPaused.formUnion(partitions) } else { userPaused.subtract(partitions) }
+    }
+
+    func isValid(_ message: KafkaConsumerMessage, fetchedAt batchEpoch: Int) -> Bool {
+        guard let since = assigned[message.topicPartition] else { return false }
+        return batchEpoch >= since
+    }
+
+    /// Keeps only messages still valid; returns the batch re-tagged with the current epoch.
+    func filtered(_ batch: MessageBatch) -> MessageBatch {
+        MessageBatch(epoch: epoch, messages: batch.messages.filter { isValid($0, fetchedAt: batch.epoch) })
+    }
+
+    private mutating func dropInvalid() {
+        var kept: [MessageBatch] = []
+        var count = 0
+        for index in head..<batches.count {
+            let batch = filtered(batches[index])
+            if !batch.messages.isEmpty {
+                count += batch.messages.count
+                kept.append(batch)
+            }
+        }
+        batches = kept
+        head = 0
+        bufferedCount = count
+    }
+
+    // MARK: buffer
+
+    enum AppendAction {
+        /// Hand this batch to a waiting iterator.
+        case resume(Waiter, MessageBatch)
+        /// Buffered. `overLimit`: the buffer reached its bound; pause fetching.
+        case buffered(overLimit: Bool)
+        /// Dropped (finished, failed, or nothing valid left).
+        case dropped
+    }
+
+    /// The poll thread appends a batch fetched while the epoch was `batch.epoch`.
+    mutating func append(_ batch: MessageBatch, limit: Int) -> AppendAction {
+        guard case .running = lifecycle else { return .dropped }
+        let batch = batch.epoch == epoch ? batch : filtered(batch)
+        guard !batch.messages.isEmpty else { return .dropped }
+        if !waiters.isEmpty {
+            return .resume(waiters.removeFirst(), batch)
+        }
+        batches.append(batch)
+        bufferedCount += batch.messages.count
+        return .buffered(overLimit: bufferedCount >= limit)
+    }
+
+    enum NextAction {
+        case batch(MessageBatch)
+        case wait
+        case end
+        case fail(KafkaError)
+    }
+
+    /// An iterator wants the next batch.
+    mutating func next() -> NextAction {
+        if head < batches.count {
+            let batch = batches[head]
+            head += 1
+            bufferedCount -= batch.messages.count
+            if head == batches.count {
+                batches.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 64 {
+                batches.removeFirst(head)
+                head = 0
+            }
+            return .batch(batch)
+        }
+        switch lifecycle {
+        case .running: return .wait
+        case .failed(let error):
+            lifecycle = .finished
+            return .fail(error)
+        case .finished: return .end
+        }
+    }
+
+    mutating func addWaiter(_ waiter: Waiter) {
+        waiters.append(waiter)
+    }
+
+    /// Ends delivery (close or fatal error); returns the waiters to resume.
+    mutating func finish(error: KafkaError?) -> [Waiter] {
+        if case .running = lifecycle {
+            lifecycle = error.map { .failed($0) } ?? .finished
+        }
+        batches = []
+        head = 0
+        bufferedCount = 0
+        defer { waiters = [] }
+        return waiters
+    }
+
+    var isRunning: Bool {
+        if case .running = lifecycle { return true }
+        return false
+    }
+}

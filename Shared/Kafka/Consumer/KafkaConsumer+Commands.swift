@@ -1,0 +1,143 @@
+import CRdKafka
+import Synchronization
+
+/// A request the poll thread carries out between polls, so that every assignment change
+/// happens on that thread, in order with the messages it collects.
+struct ConsumerCommand {
+    enum Kind {
+        case assign([KafkaPartitionAssignment])
+        case seek(KafkaTopicPartition, offset: Int64)
+        case pause([KafkaTopicPartition])
+        case resume([KafkaTopicPartition])
+    }
+    var kind: Kind
+    var reply: CheckedContinuation<Result<Void, KafkaError>, Never>
+}
+
+/// Pending commands; `closed` once the poll thread stopped taking them.
+struct ConsumerCommandQueue {
+    var closed = false
+    var pending: [ConsumerCommand] = []
+}
+
+extension KafkaConsumer {
+    /// Manual mode: replaces the assignment with `assignments` (each at its start position).
+    /// Buffered messages of partitions no longer assigned are dropped.
+    ///
+    /// - Throws: ``KafkaError/Code/invalidUsage`` in group mode; a librdkafka error if rejected.
+    public func assign(_ assignments: [KafkaPartitionAssignment]) async throws(KafkaError) {
+        guard case .manual = configuration.mode else {
+            throw KafkaError(code: .invalidUsage, message: "assign is only available in manual mode")
+        }
+        try await submit(.assign(assignments))
+    }
+
+    /// Moves the position of an assigned partition: the next message delivered from it has
+    /// `offset`. Messages of that partition already buffered are dropped.
+    public func seek(topic: String, partition: Int32, offset: Int64) async throws(KafkaError) {
+        try await submit(.seek(KafkaTopicPartition(topic: topic, partition: partition), offset: offset))
+    }
+
+    /// Stops fetching from `partitions` until ``resume(_:)`` (kept across rebalances while assigned).
+    /// Messages already buffered for them may still be delivered.
+    public func pause(_ partitions: [KafkaTopicPartition]) async throws(KafkaError) {
+        try await submit(.pause(partitions))
+    }
+
+    /// Resumes fetching from `partitions` paused with ``pause(_:)``.
+    public func resume(_ partitions: [KafkaTopicPartition]) async throws(KafkaError) {
+        try await submit(.resume(partitions))
+    }
+
+    private func submit(_ kind: ConsumerCommand.Kind) async throws(KafkaError) {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, KafkaError>, Never>) in
+            let accepted = commands.withLock { queue -> Bool in
+                guard !queue.closed else { return false }
+                queue.pending.append(ConsumerCommand(kind: kind, reply: continuation))
+                return true
+            }
+            if accepted {
+                wakePollThread()
+            } else {
+                continuation.resume(returning: .failure(.shutdown("consumer")))
+            }
+        }
+        try result.get()
+    }
+
+    /// Poll thread: carries out pending commands.
+    func runCommands() {
+        let pending = commands.withLock { queue -> [ConsumerCommand] in
+            defer { queue.pending = [] }
+            return queue.pending
+        }
+        guard !pending.isEmpty else { return }
+        flushPending()
+        for command in pending {
+            command.reply.resume(returning: apply(command.kind))
+        }
+        pollContext.pendingEpoch = state.withLock { $0.epoch }
+    }
+
+    /// Poll thread, at the end: refuse further commands.
+    func failCommands() {
+        let pending = commands.withLock { queue -> [ConsumerCommand] in
+            queue.closed = true
+            defer { queue.pending = [] }
+            return queue.pending
+        }
+        for command in pending { command.reply.resume(returning: .failure(.shutdown("consumer"))) }
+    }
+
+    private func apply(_ kind: ConsumerCommand.Kind) -> Result<Void, KafkaError> {
+        let handle = client.handle
+        switch kind {
+        case .assign(let assignments):
+            let list = RDKafkaTopicPartitionList(capacity: assignments.count)
+            for assignment in assignments {
+                let offset: Int64
+                switch assignment.start {
+                case .beginning: offset = Int64(RD_KAFKA_OFFSET_BEGINNING)
+                case .end: offset = Int64(RD_KAFKA_OFFSET_END)
+                case .offset(let value): offset = value
+                }
+                list.add(topic: assignment.topicPartition.topic, partition: assignment.topicPartition.partition, offset: offset)
+            }
+            let partitions = assignments.map(\.topicPartition)
+            let toPause = state.withLock { state -> [KafkaTopicPartition] in
+                state.replaceAssignment(partitions)
+                epochMirror.store(state.epoch, ordering: .releasing)
+                return state.backpressurePaused ? partitions : partitions.filter { state.userPaused.contains($0) }
+            }
+            let err = rd_kafka_assign(handle, list.pointer)
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { return .failure(KafkaError(rdKafka: err, context: "assign")) }
+            setPaused(toPause, paused: true)
+            return .success(())
+        case .seek(let partition, let offset):
+            state.withLock { state in
+                state.invalidate(partition)
+                epochMirror.store(state.epoch, ordering: .releasing)
+            }
+            let list = RDKafkaTopicPartitionList()
+            list.add(topic: partition.topic, partition: partition.partition, offset: offset)
+            if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {
+                return .failure(KafkaError(consuming: error, context: "seek \(partition)"))
+            }
+            if let failed = list.elements.first(where: { $0.err != RD_KAFKA_RESP_ERR_NO_ERROR }) {
+                return .failure(KafkaError(rdKafka: failed.err, context: "seek \(partition)"))
+            }
+            return .success(())
+        case .pause(let partitions):
+            state.withLock { $0.setUserPaused(partitions, paused: true) }
+            setPaused(partitions, paused: true)
+            return .success(())
+        case .resume(let partitions):
+            let backpressure = state.withLock { state -> Bool in
+                state.setUserPaused(partitions, paused: false)
+                return state.backpressurePaused
+            }
+            if !backpressure { setPaused(partitions, paused: false) }
+            return .success(())
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import CRdKafka
+
+extension KafkaConsumer {
+    /// Stores `message.offset + 1` for its partition: the message is processed. Stored
+    /// offsets are committed automatically, on revoke and on close.
+    ///
+    /// - Throws: ``KafkaError/Code/notAssigned`` if the partition is no longer assigned
+    ///   (it moved to another consumer, which will process the message again).
+    public func storeOffset(for message: KafkaConsumerMessage) throws(KafkaError) {
+        try store(topic: message.topic, partition: message.partition, offset: message.offset + 1)
+    }
+
+    /// Stores `offset` (the next offset to read, i.e. last processed + 1) for a partition.
+    ///
+    /// - Throws: ``KafkaError/Code/notAssigned`` if the partition is not assigned.
+    public func store(topic: String, partition: Int32, offset: Int64) throws(KafkaError) {
+        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
+        defer { handleGuard.leave() }
+        let list = RDKafkaTopicPartitionList()
+        list.add(topic: topic, partition: partition, offset: offset)
+        let err = rd_kafka_offsets_store(client.handle, list.pointer)
+        let partitionErr = list.elements.first?.err ?? RD_KAFKA_RESP_ERR_NO_ERROR
+        let failure = err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : partitionErr
+        guard failure == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(rdKafka: failure, context: "store offset \(offset) for \(topic)[\(partition)]")
+        }
+    }
+
+    /// The offset of the first message of `partition` whose timestamp is at or after
+    /// `timestampMilliseconds`, or `nil` if there is none (read from the high watermark).
+    /// Runs the blocking query on a dedicated thread.
+    public func offsetsForTimes(
+        topic: String,
+        partition: Int32,
+        timestampMilliseconds: Int64,
+        timeout: Duration = .seconds(10)
+    ) async throws(KafkaError) -> Int64? {
+        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
+        let handle = UncheckedHandle(client.handle)
+        let timeoutMs = Int32(clamping: timeout.milliseconds)
+        let (err, offset) = await BlockingCall.run("kafka-consumer.offsets-for-times") { () -> (rd_kafka_resp_err_t, Int64) in
+            let list = RDKafkaTopicPartitionList()
+            list.add(topic: topic, partition: partition, offset: timestampMilliseconds)
+            let err = rd_kafka_offsets_for_times(handle.pointer, list.pointer, timeoutMs)
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let element = list.elements.first else { return (err, -1) }
+            return (element.err, element.offset)
+        }
+        handleGuard.leave()
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(rdKafka: err, context: "offsets for times \(topic)[\(partition)]")
+        }
+        return offset >= 0 ? offset : nil
+    }
+
+    /// The low and high watermarks of a partition, asked from the broker. Runs the blocking
+    /// query on a dedicated thread.
+    public func queryWatermarks(
+        topic: String,
+        partition: Int32,
+        timeout: Duration = .seconds(10)
+    ) async throws(KafkaError) -> KafkaWatermarks {
+        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
+        let handle = UncheckedHandle(client.handle)
+        let timeoutMs = Int32(clamping: timeout.milliseconds)
+        let (err, low, high) = await BlockingCall.run("kafka-consumer.watermarks") { () -> (rd_kafka_resp_err_t, Int64, Int64) in
+            var low: Int64 = -1
+            var high: Int64 = -1
+            let err = rd_kafka_query_watermark_offsets(handle.pointer, topic, partition, &low, &high, timeoutMs)
+            return (err, low, high)
+        }
+        handleGuard.leave()
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(rdKafka: err, context: "watermarks of \(topic)[\(partition)]")
+        }
+        return KafkaWatermarks(low: low, high: high)
+    }
+
+    /// Waits for the next batch of messages (iterator support).
+    func nextBatch() async throws -> MessageBatch? {
+        let limit = configuration.maxBufferedMessages
+        return try await withCheckedThrowingContinuation { (continuation: ConsumerStateMachine.Waiter) in
+            let (action, wake) = state.withLock { state -> (ConsumerStateMachine.NextAction, Bool) in
+                let action = state.next()
+                if case .wait = action { state.addWaiter(continuation) }
+                return (action, state.backpressurePaused && state.bufferedCount <= limit / 2)
+            }
+            if wake { wakePollThread() }
+            switch action {
+            case .batch(let batch): continuation.resume(returning: batch)
+            case .wait: break
+            case .end: continuation.resume(returning: nil)
+            case .fail(let error): continuation.resume(throwing: error)
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+import CRdKafka
+import Foundation
+
+extension KafkaConsumer: RDKafkaClientDelegate {
+    /// librdkafka's rebalance callback, on the poll thread (inside `rd_kafka_consumer_poll`
+    /// or `rd_kafka_consumer_close`).
+    func rebalance(_ err: rd_kafka_resp_err_t, _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) {
+        let handle = client.handle
+        // Messages collected so far were fetched under the old assignment.
+        flushPending()
+        let partitions = RDKafkaTopicPartitionList.partitions(of: list)
+        switch err {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            let assignErr = rd_kafka_assign(handle, list)
+            if assignErr != RD_KAFKA_RESP_ERR_NO_ERROR {
+                logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: assignErr))"])
+            }
+            let toPause = state.withLock { state -> [KafkaTopicPartition] in
+                state.assign(partitions)
+                epochMirror.store(state.epoch, ordering: .releasing)
+                return state.backpressurePaused ? partitions : partitions.filter { state.userPaused.contains($0) }
+            }
+            setPaused(toPause, paused: true)
+            logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
+            runHandler("assign", timeout: configuration.assignTimeout) { [rebalanceHandler] in
+                await rebalanceHandler.onAssign(partitions)
+            }
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            state.withLock { state in
+                state.revoke(partitions)
+                epochMirror.store(state.epoch, ordering: .releasing)
+            }
+            let lost = rd_kafka_assignment_lost(handle) != 0
+            logger.info("kafka partitions revoked", metadata: ["kafka.partitions": "\(partitions)", "kafka.lost": "\(lost)"])
+            // Let the application finish in-flight work and store its offsets (bounded).
+            runHandler("revoke", timeout: configuration.revokeTimeout) { [rebalanceHandler] in
+                await rebalanceHandler.onRevoke(partitions)
+            }
+            if !lost, case .group = configuration.mode {
+                let commitErr = rd_kafka_commit(handle, nil, 0)
+                if commitErr != RD_KAFKA_RESP_ERR_NO_ERROR && commitErr != RD_KAFKA_RESP_ERR__NO_OFFSET {
+                    logger.warning("kafka commit on revoke failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: commitErr))"])
+                }
+            }
+            rd_kafka_assign(handle, nil)
+        default:
+            logger.error("kafka rebalance error", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
+            state.withLock { state in
+                state.revoke(Array(state.assigned.keys))
+                epochMirror.store(state.epoch, ordering: .releasing)
+            }
+            rd_kafka_assign(handle, nil)
+        }
+        pollContext.pendingEpoch = state.withLock { $0.epoch }
+    }
+
+    /// Runs an application handler and blocks the poll thread until it returns or `timeout` passes.
+    private func runHandler(_ name: String, timeout: Duration, _ body: @escaping @Sendable () async -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await body()
+            done.signal()
+        }
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        if done.wait(timeout: .now() + seconds) == .timedOut {
+            logger.warning(
+                "kafka rebalance handler did not finish in time; continuing",
+                metadata: ["kafka.handler": "\(name)", "kafka.timeout": "\(timeout)"]
+            )
+        }
+    }
+
+    /// Pauses or resumes partitions in librdkafka (poll thread).
+    func setPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
+        guard !partitions.isEmpty else { return }
+        let list = RDKafkaTopicPartitionList.make(partitions)
+        let err = paused ? rd_kafka_pause_partitions(client.handle, list.pointer) : rd_kafka_resume_partitions(client.handle, list.pointer)
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("kafka pause/resume failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
+        }
+    }
+
+    /// The buffer reached its bound: stop fetching (rebalances are still served).
+    func pauseForBackpressure() {
+        let partitions = state.withLock { state -> [KafkaTopicPartition] in
+            guard !state.backpressurePaused else { return [] }
+            state.backpressurePaused = true
+            return Array(state.assigned.keys)
+        }
+        if !partitions.isEmpty {
+            logger.debug("kafka consumer buffer full; pausing fetch", metadata: ["kafka.partitions": "\(partitions.count)"])
+        }
+        setPaused(partitions, paused: true)
+    }
+
+    /// The application caught up: resume fetching (except partitions it paused itself).
+    func adjustBackpressure() {
+        let partitions = state.withLock { state -> [KafkaTopicPartition]? in
+            guard state.backpressurePaused, state.bufferedCount <= configuration.maxBufferedMessages / 2 else { return nil }
+            state.backpressurePaused = false
+            return state.assigned.keys.filter { !state.userPaused.contains($0) }
+        }
+        if let partitions { setPaused(partitions, paused: false) }
+    }
+}

@@ -1,0 +1,52 @@
+/// The messages of a ``KafkaConsumer``, as an `AsyncSequence`.
+///
+/// The iterator takes whole buffered batches at once (one lock per batch) and re-checks
+/// them only when the assignment changed, so messages of revoked partitions are never
+/// handed out. Ends when the consumer shuts down; throws a fatal ``KafkaError``.
+public struct KafkaConsumerMessages: AsyncSequence, Sendable {
+    public typealias Element = KafkaConsumerMessage
+
+    let consumer: KafkaConsumer
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(consumer: consumer)
+    }
+
+    /// Iterates the consumer's messages.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let consumer: KafkaConsumer
+        private var batch: [KafkaConsumerMessage] = []
+        private var index = 0
+        private var epoch = 0
+
+        init(consumer: KafkaConsumer) {
+            self.consumer = consumer
+        }
+
+        /// The next message, or `nil` once the consumer shut down.
+        public mutating func next() async throws -> KafkaConsumerMessage? {
+            while true {
+                if index < batch.count {
+                    if consumer.epochMirror.load(ordering: .acquiring) != epoch {
+                        let remaining = MessageBatch(epoch: epoch, messages: Array(batch[index...]))
+                        let filtered = consumer.state.withLock { $0.filtered(remaining) }
+                        batch = filtered.messages
+                        index = 0
+                        epoch = filtered.epoch
+                        continue
+                    }
+                    index += 1
+                    return batch[index - 1]
+                }
+                guard let next = try await consumer.nextBatch() else {
+                    batch = []
+                    index = 0
+                    return nil
+                }
+                batch = next.messages
+                index = 0
+                epoch = next.epoch
+            }
+        }
+    }
+}

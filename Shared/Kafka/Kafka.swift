@@ -1,2 +1,0 @@
-// placeholder: replaced by the Kafka implementation
-public enum KafkaPlaceholder {}

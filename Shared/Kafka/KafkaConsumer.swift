@@ -1,0 +1,208 @@
+import CRdKafka
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// A Kafka consumer delivering messages as an `AsyncSequence` (``messages``), at least once.
+///
+/// - Group mode: subscribes to topics as a consumer-group member (eager `range` assignor by
+///   default, optional static membership). A ``KafkaRebalanceHandler`` learns of assignments
+///   and, on revoke, can finish in-flight work before the layer commits and unassigns.
+/// - Manual mode: ``assign(_:)`` explicit partitions at explicit offsets; with
+///   ``offsetsForTimes(topic:partition:timestampMilliseconds:timeout:)`` and
+///   ``queryWatermarks(topic:partition:timeout:)`` to read a range.
+/// - Offsets: store `offset + 1` after processing with ``storeOffset(for:)``; stored offsets
+///   are committed automatically, on revoke and on close.
+/// - Bounded memory: at most ``KafkaConsumerConfiguration/maxBufferedMessages`` are buffered;
+///   beyond that fetching pauses while rebalances are still served.
+///
+/// A dedicated thread (started by the initializer) polls librdkafka; run the consumer as a
+/// `Service` (its `run()` closes the consumer — leaving the group — on graceful shutdown) or
+/// call ``shutdown()``.
+public final class KafkaConsumer: Service, Sendable {
+    /// The configuration the consumer was created with.
+    public let configuration: KafkaConsumerConfiguration
+    let logger: Logger
+    let client: RDKafkaClient
+    let rebalanceHandler: KafkaRebalanceHandler
+    let state = Mutex(ConsumerStateMachine())
+    /// Mirrors `state.epoch` for a lock-free check by iterators.
+    let epochMirror = Atomic<Int>(0)
+    let commands = Mutex(ConsumerCommandQueue())
+    let handleGuard = HandleGuard()
+    let pollContext = ConsumerPollContext()
+    private let consumerQueue: UncheckedHandle?
+    private let stopRequested = Atomic<Bool>(false)
+    private let shutdownStarted = Atomic<Bool>(false)
+    private let pollThreadExit = OneShotSignal()
+    private let stopSignal = OneShotSignal()
+    private let shutdownDone = OneShotSignal()
+    static let batchLimit = 4096
+
+    /// Creates the consumer, subscribes (group mode) and starts its poll thread.
+    ///
+    /// - Throws: ``KafkaError`` with code ``KafkaError/Code/configuration`` naming a rejected property.
+    public init(
+        configuration: KafkaConsumerConfiguration,
+        rebalanceHandler: KafkaRebalanceHandler = KafkaRebalanceHandler(),
+        logger: Logger
+    ) throws(KafkaError) {
+        self.configuration = configuration
+        self.rebalanceHandler = rebalanceHandler
+        self.logger = logger
+        let client = try RDKafkaClient.create(
+            type: RD_KAFKA_CONSUMER,
+            properties: configuration.librdkafkaProperties,
+            logger: logger,
+            delegate: nil
+        )
+        self.client = client
+        rd_kafka_poll_set_consumer(client.handle)
+        self.consumerQueue = rd_kafka_queue_get_consumer(client.handle).map(UncheckedHandle.init)
+        if case .group(_, let topics) = configuration.mode {
+            let list = RDKafkaTopicPartitionList(capacity: topics.count)
+            for topic in topics { list.add(topic: topic, partition: RD_KAFKA_PARTITION_UA) }
+            let err = rd_kafka_subscribe(client.handle, list.pointer)
+            if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                if let queue = consumerQueue { rd_kafka_queue_destroy(queue.pointer) }
+                rd_kafka_destroy(client.handle)
+                throw KafkaError(rdKafka: err, context: "subscribe to \(topics)")
+            }
+        }
+        client.context.delegate = self
+        let thread = Thread { [self] in self.pollLoop() }
+        thread.name = "kafka-consumer-poll"
+        thread.start()
+        logger.debug("kafka consumer created", metadata: ["kafka.config": "\(configuration)"])
+    }
+
+    /// The messages, in partition order. Ends after ``shutdown()``; throws a fatal ``KafkaError``.
+    public var messages: KafkaConsumerMessages { KafkaConsumerMessages(consumer: self) }
+
+    /// The fatal error raised on this consumer, if any (e.g. fenced static member).
+    public var fatalError: KafkaError? { client.context.fatalError }
+
+    /// Runs until graceful shutdown, cancellation or a fatal error, then closes the consumer.
+    ///
+    /// - Throws: the fatal ``KafkaError`` if one ended it.
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await stopSignal.wait()
+            } onCancel: {
+                stopSignal.finish()
+            }
+        } onGracefulShutdown: {
+            self.stopSignal.finish()
+        }
+        await shutdown()
+        if let fatal = client.context.fatalError { throw fatal }
+    }
+
+    /// Closes the consumer: ends ``messages``, revokes (running the revoke handler), commits
+    /// stored offsets, leaves the group, then destroys the client. Each step is bounded by
+    /// ``KafkaConsumerConfiguration/closeTimeout``. Safe to call more than once.
+    public func shutdown() async {
+        stopSignal.finish()
+        guard !shutdownStarted.exchange(true, ordering: .acquiringAndReleasing) else {
+            await shutdownDone.wait()
+            return
+        }
+        stopRequested.store(true, ordering: .releasing)
+        wakePollThread()
+        if await pollThreadExit.wait(timeout: configuration.closeTimeout) {
+            await handleGuard.closeAndWait()
+            if let queue = consumerQueue { rd_kafka_queue_destroy(queue.pointer) }
+            await client.destroy(deadline: configuration.closeTimeout, name: "kafka-consumer")
+        } else {
+            // The poll thread is still inside rd_kafka_consumer_close: the handle cannot be destroyed.
+            logger.error("kafka consumer close did not finish in time; abandoning the client")
+        }
+        shutdownDone.finish()
+        logger.debug("kafka consumer shut down")
+    }
+
+    func wakePollThread() {
+        if let queue = consumerQueue { rd_kafka_queue_yield(queue.pointer) }
+    }
+
+    /// The poll thread: collects messages with `rd_kafka_consumer_poll` (which also serves
+    /// rebalances, logs and errors), hands batches to the buffer, applies commands and
+    /// back-pressure; at the end closes the consumer on this same thread.
+    private func pollLoop() {
+        let handle = client.handle
+        pollContext.pendingEpoch = state.withLock { $0.epoch }
+        while !stopRequested.load(ordering: .acquiring) {
+            runCommands()
+            var timeout: Int32 = 100
+            while pollContext.pending.count < Self.batchLimit, let message = rd_kafka_consumer_poll(handle, timeout) {
+                timeout = 0
+                if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                    pollContext.pending.append(pollContext.makeMessage(message))
+                } else {
+                    handleConsumeError(message.pointee.err, message)
+                }
+                rd_kafka_message_destroy(message)
+            }
+            flushPending()
+            adjustBackpressure()
+        }
+        pollContext.pending = []
+        let waiters = state.withLock { $0.finish(error: nil) }
+        for waiter in waiters { waiter.resume(returning: nil) }
+        if !client.context.fatalErrorIsSet {
+            let err = rd_kafka_consumer_close(handle)
+            if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                logger.warning("kafka consumer close failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
+            }
+        }
+        failCommands()
+        pollThreadExit.finish()
+    }
+
+    /// Hands the collected messages to the buffer (or a waiting iterator).
+    func flushPending() {
+        let epochNow: Int
+        if !pollContext.pending.isEmpty {
+            let batch = MessageBatch(epoch: pollContext.pendingEpoch, messages: pollContext.pending)
+            pollContext.pending = []
+            pollContext.pending.reserveCapacity(256)
+            let (action, epoch) = state.withLock { state in
+                (state.append(batch, limit: configuration.maxBufferedMessages), state.epoch)
+            }
+            epochNow = epoch
+            switch action {
+            case .resume(let waiter, let batch): waiter.resume(returning: batch)
+            case .buffered(let overLimit): if overLimit { pauseForBackpressure() }
+            case .dropped: break
+            }
+        } else {
+            epochNow = state.withLock { $0.epoch }
+        }
+        pollContext.pendingEpoch = epochNow
+    }
+
+    private func handleConsumeError(_ err: rd_kafka_resp_err_t, _ message: UnsafeMutablePointer<rd_kafka_message_t>) {
+        if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return }
+        if err == RD_KAFKA_RESP_ERR__FATAL || client.fatalError != nil {
+            let fatal = client.fatalError ?? KafkaError(rdKafka: err, isFatal: true)
+            logger.critical("kafka consumer fatal error", metadata: ["kafka.error": "\(fatal)"])
+            let waiters = state.withLock { $0.finish(error: fatal) }
+            for (index, waiter) in waiters.enumerated() {
+                if index == 0 { waiter.resume(throwing: fatal) } else { waiter.resume(returning: nil) }
+            }
+            stopSignal.finish()
+            return
+        }
+        let text = rd_kafka_message_errstr(message).map { String(cString: $0) } ?? ""
+        logger.warning(
+            "kafka consume error",
+            metadata: ["kafka.error.code": "\(String(cString: rd_kafka_err2name(err)))", "kafka.error.reason": "\(text)"]
+        )
+    }
+}
+
+extension RDKafkaClientContext {
+    var fatalErrorIsSet: Bool { fatalError != nil }
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+/// A message read from Kafka.
+public struct KafkaConsumerMessage: Sendable, Hashable {
+    /// The topic it was read from.
+    public var topic: String
+    /// The partition it was read from.
+    public var partition: Int32
+    /// Its offset in the partition. Store `offset + 1` once processed (``KafkaConsumer/storeOffset(for:)``).
+    public var offset: Int64
+    /// The key, or `nil`.
+    public var key: [UInt8]?
+    /// The payload (empty for a null payload).
+    public var value: [UInt8]
+    /// Headers, in order.
+    public var headers: [KafkaHeader]
+    /// The record timestamp in milliseconds since the Unix epoch, if known.
+    public var timestampMilliseconds: Int64?
+
+    /// Creates a message (for tests of code that consumes messages).
+    public init(
+        topic: String,
+        partition: Int32,
+        offset: Int64,
+        key: [UInt8]?,
+        value: [UInt8],
+        headers: [KafkaHeader] = [],
+        timestampMilliseconds: Int64? = nil
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestampMilliseconds = timestampMilliseconds
+    }
+
+    /// The partition as a value.
+    public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+
+    /// The timestamp as a `Date`, if known.
+    public var timestamp: Date? {
+        timestampMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+    }
+
+    /// The key decoded as UTF-8, if present and valid.
+    public var keyString: String? { key.flatMap { String(validating: $0, as: UTF8.self) } }
+
+    /// The value decoded as UTF-8, if valid.
+    public var valueString: String? { String(validating: value, as: UTF8.self) }
+
+    /// The first header named `key`, if any.
+    public func header(_ key: String) -> KafkaHeader? { headers.first { $0.key == key } }
+}
+
+/// What the consumer tells the application about partition assignment changes.
+///
+/// Both handlers run while the consumer's poll thread waits for them (bounded by
+/// ``KafkaConsumerConfiguration/assignTimeout`` / ``KafkaConsumerConfiguration/revokeTimeout``):
+/// - `onAssign`: new partitions, before any of their messages is delivered (e.g. rebuild state);
+/// - `onRevoke`: partitions about to move; finish in-flight work for them and store its offsets.
+///   When it returns (or the bound runs out) the layer commits stored offsets and unassigns.
+///   Buffered messages of revoked partitions are never delivered afterwards.
+///
+/// The handlers must not wait for messages from the same consumer (it is paused meanwhile).
+public struct KafkaRebalanceHandler: Sendable {
+    /// Called with newly assigned partitions.
+    public var onAssign: @Sendable ([KafkaTopicPartition]) async -> Void
+    /// Called with partitions being revoked.
+    public var onRevoke: @Sendable ([KafkaTopicPartition]) async -> Void
+
+    /// Creates a handler; both default to doing nothing.
+    public init(
+        onAssign: @escaping @Sendable ([KafkaTopicPartition]) async -> Void = { _ in },
+        onRevoke: @escaping @Sendable ([KafkaTopicPartition]) async -> Void = { _ in }
+    ) {
+        self.onAssign = onAssign
+        self.onRevoke = onRevoke
+    }
+}

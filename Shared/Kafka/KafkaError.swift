@@ -1,0 +1,128 @@
+import CRdKafka
+
+/// An error from the Kafka layer.
+///
+/// Every error has a stable ``code`` (for librdkafka errors: the librdkafka error name,
+/// e.g. `_QUEUE_FULL` or `NOT_LEADER_FOR_PARTITION`), a human readable ``message`` and
+/// classification flags: ``isRetriable`` (the operation may succeed if tried again) and
+/// ``isFatal`` (the client instance is unusable and must be recreated).
+public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A stable, machine readable error code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
+        /// The code as a string; stable across releases.
+        public let rawValue: String
+
+        /// Creates a code from its string form.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// Creates a code from a string literal.
+        public init(stringLiteral value: String) { self.rawValue = value }
+
+        public var description: String { rawValue }
+
+        /// A configuration property was rejected or its value could not be loaded.
+        public static let configuration: Code = "configuration"
+        /// The client was shut down (or is shutting down) and cannot accept the request.
+        public static let shutdown: Code = "shutdown"
+        /// A bounded wait ran out (e.g. waiting for room in a full producer queue).
+        public static let timeout: Code = "timeout"
+        /// The partition is not assigned to this consumer (librdkafka `_STATE`).
+        public static let notAssigned: Code = "not_assigned"
+        /// The consumer is not in the right mode for this call (e.g. `assign` on a group consumer).
+        public static let invalidUsage: Code = "invalid_usage"
+    }
+
+    /// Whether a message affected by a failed delivery might nevertheless be stored by the broker.
+    public enum PersistenceStatus: String, Sendable, Hashable {
+        /// The message was never sent to the broker, or failed with an error that shows it was not stored.
+        case notPersisted = "not_persisted"
+        /// The message was sent but no acknowledgement arrived: it may or may not be stored.
+        case possiblyPersisted = "possibly_persisted"
+        /// The broker acknowledged the message.
+        case persisted = "persisted"
+    }
+
+    /// The stable error code.
+    public var code: Code
+    /// A human readable description (never contains secrets).
+    public var message: String
+    /// The librdkafka error code (`rd_kafka_resp_err_t` raw value), if the error came from librdkafka.
+    public var rdKafkaCode: Int32?
+    /// Whether trying the operation again may succeed.
+    public var isRetriable: Bool
+    /// Whether the client instance is unusable and must be recreated.
+    public var isFatal: Bool
+    /// For delivery failures: whether the message may have been stored anyway (`rd_kafka_message_status`).
+    public var persistenceStatus: PersistenceStatus?
+
+    /// Creates an error.
+    public init(
+        code: Code,
+        message: String,
+        rdKafkaCode: Int32? = nil,
+        isRetriable: Bool = false,
+        isFatal: Bool = false,
+        persistenceStatus: PersistenceStatus? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.rdKafkaCode = rdKafkaCode
+        self.isRetriable = isRetriable
+        self.isFatal = isFatal
+        self.persistenceStatus = persistenceStatus
+    }
+
+    public var description: String {
+        var text = "KafkaError(\(code)): \(message)"
+        if isFatal { text += " [fatal]" }
+        if isRetriable { text += " [retriable]" }
+        if let persistenceStatus { text += " [\(persistenceStatus.rawValue)]" }
+        return text
+    }
+}
+
+extension KafkaError {
+    /// Wraps a librdkafka response error code.
+    init(rdKafka err: rd_kafka_resp_err_t, context: String? = nil, isFatal: Bool? = nil) {
+        let name = String(cString: rd_kafka_err2name(err))
+        let text = String(cString: rd_kafka_err2str(err))
+        let fatal = isFatal ?? (err == RD_KAFKA_RESP_ERR__FATAL)
+        self.init(
+            code: err == RD_KAFKA_RESP_ERR__STATE ? .notAssigned : Code(rawValue: name),
+            message: context.map { "\($0): \(text)" } ?? text,
+            rdKafkaCode: err.rawValue,
+            isRetriable: !fatal && Self.retriableCodes.contains(err.rawValue),
+            isFatal: fatal
+        )
+    }
+
+    /// Wraps (and destroys) an `rd_kafka_error_t`.
+    init(consuming error: OpaquePointer, context: String? = nil) {
+        let err = rd_kafka_error_code(error)
+        let text = String(cString: rd_kafka_error_string(error))
+        self.init(
+            code: Code(rawValue: String(cString: rd_kafka_err2name(err))),
+            message: context.map { "\($0): \(text)" } ?? text,
+            rdKafkaCode: err.rawValue,
+            isRetriable: rd_kafka_error_is_retriable(error) != 0,
+            isFatal: rd_kafka_error_is_fatal(error) != 0
+        )
+        rd_kafka_error_destroy(error)
+    }
+
+    /// Transient conditions: the same request can succeed later.
+    private static let retriableCodes: Set<Int32> = Set(([
+        RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, RD_KAFKA_RESP_ERR__TIMED_OUT, RD_KAFKA_RESP_ERR__TRANSPORT,
+        RD_KAFKA_RESP_ERR__QUEUE_FULL, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE,
+        RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+        RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+        RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION,
+        RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
+        RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS,
+        RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR,
+    ] as [rd_kafka_resp_err_t]).map(\.rawValue))
+
+    static func shutdown(_ what: String) -> KafkaError {
+        KafkaError(code: .shutdown, message: "\(what) is shut down")
+    }
+}

@@ -1,0 +1,128 @@
+import CRdKafka
+import Synchronization
+
+/// What librdkafka reported for one message.
+struct DeliveryOutcome {
+    var err: Int32 = 0
+    var status: Int32 = 0
+    var partition: Int32 = -1
+    var offset: Int64 = -1
+
+    /// Not a librdkafka code: the producer shut down before the message was handed over.
+    static let shutdownCode = Int32.min
+}
+
+/// The per-message opaque handed to librdkafka: which batch, which index.
+struct DeliverySlot {
+    var batch: Unmanaged<DeliveryBatch>
+    var index: Int
+}
+
+/// Collects the delivery reports of a group of messages sent together and resumes the
+/// sender once, when the last report arrived (one continuation per batch, no per-message
+/// lock or task).
+///
+/// `@unchecked Sendable`: `outcomes[i]` is written exactly once, either by the sender
+/// (synchronous produce failure) or by the poll thread (delivery report); it is read only
+/// after `remaining` reached zero, whose atomic decrement (acquiring-releasing) orders the
+/// writes before the read. The continuation is behind a `Mutex`.
+final class DeliveryBatch: @unchecked Sendable {
+    let count: Int
+    let slots: UnsafeMutablePointer<DeliverySlot>
+    let outcomes: UnsafeMutablePointer<DeliveryOutcome>
+    /// Reports still expected, plus one held by the sender until it has produced everything.
+    private let remaining: Atomic<Int>
+    private let completion = Mutex<(done: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    init(count: Int) {
+        self.count = count
+        self.remaining = Atomic(count + 1)
+        self.slots = .allocate(capacity: max(count, 1))
+        self.outcomes = .allocate(capacity: max(count, 1))
+        outcomes.initialize(repeating: DeliveryOutcome(), count: max(count, 1))
+        let unmanaged = Unmanaged.passUnretained(self)
+        for index in 0..<count {
+            (slots + index).initialize(to: DeliverySlot(batch: unmanaged, index: index))
+        }
+    }
+
+    deinit {
+        slots.deinitialize(count: count)
+        slots.deallocate()
+        outcomes.deinitialize(count: max(count, 1))
+        outcomes.deallocate()
+    }
+
+    /// The opaque pointer for message `index`.
+    func opaque(for index: Int) -> UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(slots + index)
+    }
+
+    /// Records a synchronous failure of message `index` (it will get no delivery report).
+    func fail(index: Int, err: rd_kafka_resp_err_t) {
+        outcomes[index] = DeliveryOutcome(err: err.rawValue, status: Int32(bitPattern: RD_KAFKA_MSG_STATUS_NOT_PERSISTED.rawValue))
+        arrive()
+    }
+
+    /// Called on the poll thread from the delivery-report callback.
+    static func deliver(_ message: UnsafePointer<rd_kafka_message_t>) {
+        guard let opaque = message.pointee._private else { return }
+        let slot = opaque.assumingMemoryBound(to: DeliverySlot.self).pointee
+        let batch = slot.batch.takeUnretainedValue()
+        batch.outcomes[slot.index] = DeliveryOutcome(
+            err: message.pointee.err.rawValue,
+            status: Int32(bitPattern: rd_kafka_message_status(message).rawValue),
+            partition: message.pointee.partition,
+            offset: message.pointee.offset
+        )
+        batch.arrive()
+    }
+
+    /// The sender finished producing: gives up its hold and waits for the remaining reports.
+    func senderDoneAndWait() async {
+        arrive()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = completion.withLock { state -> Bool in
+                if state.done { return true }
+                state.continuation = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    private func arrive() {
+        guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        let continuation = completion.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.done = true
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume()
+    }
+
+    /// The outcome of message `index` as a result (call after `senderDoneAndWait`).
+    func result(index: Int, topic: String) -> Result<KafkaDeliveryReport, KafkaError> {
+        let outcome = outcomes[index]
+        if outcome.err == DeliveryOutcome.shutdownCode {
+            var error = KafkaError.shutdown("producer")
+            error.persistenceStatus = .notPersisted
+            return .failure(error)
+        }
+        guard outcome.err == 0 else {
+            let err = rd_kafka_resp_err_t(rawValue: outcome.err)
+            var error = KafkaError(rdKafka: err, context: "delivery to '\(topic)' failed")
+            error.persistenceStatus = Self.persistence(outcome.status)
+            return .failure(error)
+        }
+        return .success(KafkaDeliveryReport(topic: topic, partition: outcome.partition, offset: outcome.offset))
+    }
+
+    private static func persistence(_ status: Int32) -> KafkaError.PersistenceStatus {
+        switch rd_kafka_msg_status_t(rawValue: UInt32(bitPattern: status)) {
+        case RD_KAFKA_MSG_STATUS_PERSISTED: return .persisted
+        case RD_KAFKA_MSG_STATUS_POSSIBLY_PERSISTED: return .possiblyPersisted
+        default: return .notPersisted
+        }
+    }
+}

@@ -1,3 +1,0 @@
-import Testing
-
-@Test func placeholderKafkaTests() { #expect(Bool(true)) }
