@@ -89,9 +89,10 @@ let package = Package(
         .target(
             name: "PushWorker",
             dependencies: [
-                "CallContract", "CallpushCore",
+                "CallContract", "CallpushCore", "Kafka",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/PushWorker"
         ),
@@ -130,7 +131,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
-        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker"], path: "Tests/PushWorkerTests"),
+        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "Kafka", "CallContract", "CallpushCore"], path: "Tests/PushWorkerTests"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),
         .testTarget(name: "APNsSimulatorTests", dependencies: ["APNsSimulator", "APNs"], path: "Tests/APNsSimulatorTests"),

@@ -10,8 +10,12 @@ final class ScriptedSender: VoIPPushSending {
     struct Sent: Sendable { var push: VoIPPush; var at: Date }
     private let state = Mutex<(script: [String: [PushAttempt]], sent: [Sent], renewals: Int)>(([:], [], 0))
     let fallback: PushAttempt
+    let latency: Duration
 
-    init(fallback: PushAttempt = PushAttempt(disposition: .sent, status: 200)) { self.fallback = fallback }
+    init(fallback: PushAttempt = PushAttempt(disposition: .sent, status: 200), latency: Duration = .zero) {
+        self.fallback = fallback
+        self.latency = latency
+    }
 
     /// Answers the next attempts for `token` with `outcomes` in order, then the fallback.
     func script(_ token: String, _ outcomes: [PushAttempt]) {
@@ -19,7 +23,8 @@ final class ScriptedSender: VoIPPushSending {
     }
 
     func send(_ push: VoIPPush) async -> PushAttempt {
-        state.withLock { state in
+        if latency > .zero { try? await Task.sleep(for: latency) }
+        return state.withLock { state in
             state.sent.append(Sent(push: push, at: Date()))
             guard var queue = state.script[push.deviceToken], !queue.isEmpty else { return fallback }
             let next = queue.removeFirst()

@@ -1,0 +1,56 @@
+import CallContract
+import Foundation
+import Kafka
+
+/// Everything a push-worker needs, with documented defaults (see the README's configuration
+/// reference for the environment variables that set each key).
+public struct PushWorkerConfiguration: Sendable {
+    /// Brokers and any librdkafka property (security settings, …).
+    public var kafka: KafkaConfiguration
+    /// `CALLPUSH_GROUP_ID` — consumer group of all workers. Default `callpush-push-worker`.
+    public var groupID = "callpush-push-worker"
+    /// `CALLPUSH_GROUP_INSTANCE_ID` (or `POD_NAME`) — static membership; nil = dynamic.
+    public var groupInstanceID: String?
+    /// `CALLPUSH_WORKER_ID` — written into statuses. Default: host name.
+    public var workerID: String
+    public var requestsTopic = Topics.requests
+    public var statusTopic = Topics.status
+    public var deadLetterTopic = Topics.deadLetter
+    /// `CALLPUSH_MAX_IN_FLIGHT` — deliveries in flight at once; consumption pauses when full. Default 1000.
+    public var maxInFlight = 1_000
+    /// `CALLPUSH_DRAIN_TIMEOUT` — how long revoked partitions / shutdown wait for in-flight work. Default 5 s.
+    public var drainTimeout: Duration = .seconds(5)
+    /// `CALLPUSH_DEDUPE_WINDOW` — how far back the status history is read on assignment, and how
+    /// long a handled delivery is remembered after its deadline. Default 10 min.
+    public var dedupeWindow: Duration = .seconds(600)
+    /// Bound on dedupe entries per partition. Default 200,000.
+    public var dedupeCapacity = 200_000
+    /// Bound on one dedupe rebuild. Default 20 s (below the consumer's assign bound).
+    public var rebuildTimeout: Duration = .seconds(20)
+    public var retry = RetryPolicy()
+    /// `CALLPUSH_APNS_TIMEOUT` — longest wait for one APNs answer. Default 5 s.
+    public var attemptTimeout: Duration = .seconds(5)
+    /// `session.timeout.ms` of the group member. Default 45 s (longer with static membership).
+    public var sessionTimeout: Duration = .seconds(45)
+    public var heartbeatInterval: Duration = .seconds(3)
+
+    public init(kafka: KafkaConfiguration, workerID: String = ProcessInfo.processInfo.hostName) {
+        self.kafka = kafka
+        self.workerID = workerID
+    }
+
+    var consumer: KafkaConsumerConfiguration {
+        var kafka = self.kafka
+        kafka.clientID = "\(kafka.clientID)-worker"
+        return KafkaConsumerConfiguration(
+            kafka: kafka, mode: .group(id: groupID, topics: [requestsTopic]), groupInstanceID: groupInstanceID,
+            sessionTimeout: sessionTimeout, heartbeatInterval: heartbeatInterval,
+            maxBufferedMessages: max(100, min(maxInFlight, 5_000)),
+            revokeTimeout: drainTimeout + attemptTimeout + .seconds(5),
+            assignTimeout: rebuildTimeout + .seconds(5))
+    }
+
+    var producer: KafkaProducerConfiguration {
+        KafkaProducerConfiguration(kafka: kafka, deliveryTimeout: .seconds(30), linger: .milliseconds(1))
+    }
+}

@@ -1,0 +1,108 @@
+import CallContract
+import CallpushCore
+import Foundation
+import Kafka
+import Logging
+import ServiceLifecycle
+
+/// A push-worker: one member of the consumer group on `voip.call-requests`.
+///
+/// Pulls events, runs each delivery in its own task (bounded by `maxInFlight`; when full,
+/// consumption pauses), stores offsets below the lowest unfinished delivery, and on graceful
+/// shutdown stops consuming, drains in-flight work (bounded), commits, leaves the group and
+/// flushes its producer.
+public final class PushWorkerService: Service, Sendable {
+    public let configuration: PushWorkerConfiguration
+    let consumer: KafkaConsumer
+    let producer: KafkaProducer
+    let coordinator: PartitionCoordinator
+    let processor: DeliveryProcessor
+    let limiter: InFlightLimiter
+    let logger: Logger
+
+    public init(configuration: PushWorkerConfiguration, sender: any VoIPPushSending, apps: Set<String>,
+                ackTokens: AckTokenSigner, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        let producer = try KafkaProducer(configuration: configuration.producer, logger: logger)
+        self.producer = producer
+        let dedupe = PartitionDedupe(retention: configuration.dedupeWindow, capacity: configuration.dedupeCapacity)
+        let history = StatusHistoryReader(kafka: configuration.kafka, statusTopic: configuration.statusTopic,
+                                          window: configuration.dedupeWindow, timeout: configuration.rebuildTimeout, logger: logger)
+        let coordinator = PartitionCoordinator(dedupe: dedupe, history: history, drainTimeout: configuration.drainTimeout, logger: logger)
+        self.coordinator = coordinator
+        self.processor = DeliveryProcessor(
+            settings: .init(workerID: configuration.workerID, apps: apps, retry: configuration.retry,
+                            attemptTimeout: configuration.attemptTimeout, cancelMemory: configuration.dedupeWindow),
+            sender: sender,
+            publisher: KafkaOutcomePublisher(producer: producer, statusTopic: configuration.statusTopic,
+                                             deadLetterTopic: configuration.deadLetterTopic),
+            cancels: CancelSignals(), dedupe: dedupe, ackTokens: ackTokens, logger: logger)
+        self.limiter = InFlightLimiter(limit: configuration.maxInFlight)
+        let requestsTopic = configuration.requestsTopic
+        let consumer = try KafkaConsumer(
+            configuration: configuration.consumer,
+            rebalanceHandler: KafkaRebalanceHandler(
+                onAssign: { partitions in await coordinator.assigned(partitions.filter { $0.topic == requestsTopic }.map(\.partition)) },
+                onRevoke: { partitions in await coordinator.revoked(partitions.filter { $0.topic == requestsTopic }.map(\.partition)) }),
+            logger: logger)
+        self.consumer = consumer
+        coordinator.setOffsetStore { partition, offset in
+            try consumer.store(topic: requestsTopic, partition: partition, offset: offset)
+        }
+    }
+
+    /// Partitions this worker owns now.
+    public var ownedPartitions: [Int32] { coordinator.owned }
+
+    public func run() async throws {
+        logger.info("push-worker starting", metadata: ["worker.id": "\(configuration.workerID)", "kafka.group": "\(configuration.groupID)"])
+        var failure: (any Error)?
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.maintain() }
+            do {
+                try await cancelWhenGracefulShutdown { try await self.consume() }
+            } catch {
+                failure = error
+                logger.error("consumer failed", metadata: ["error": "\(error)"])
+            }
+            group.cancelAll()
+        }
+        if Task.isCancelled {
+            // Cancelled rather than shut down gracefully: hand back in-flight work without waiting.
+            coordinator.abandonAll()
+            logger.warning("push-worker cancelled; in-flight deliveries handed back")
+        } else {
+            let drained = await coordinator.drainAll()
+            logger.info("push-worker draining done", metadata: ["drained": "\(drained)"])
+        }
+        await consumer.shutdown()
+        await producer.shutdown()
+        logger.info("push-worker stopped")
+        if let failure { throw failure }
+    }
+
+    private func consume() async throws {
+        for try await message in consumer.messages {
+            guard await limiter.acquire() else { return }
+            let event = InboundEvent(partition: message.partition, offset: message.offset, key: message.key, value: message.value)
+            let processor = self.processor
+            let limiter = self.limiter
+            let task = coordinator.start(event) {
+                defer { limiter.release() }
+                return await processor.process(event)
+            }
+            if task == nil { limiter.release() }
+        }
+    }
+
+    /// Forgets dedupe and cancel entries past their window, every 30 s.
+    private func maintain() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(30))
+            let now = Date()
+            processor.dedupe.expire(now: now)
+            processor.cancels.expire(now: now)
+        }
+    }
+}

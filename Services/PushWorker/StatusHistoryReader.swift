@@ -1,0 +1,104 @@
+import CallContract
+import Foundation
+import Kafka
+import Logging
+
+/// Rebuilds dedupe state for newly assigned partitions by reading the co-partitioned status
+/// partitions from `now − window` (offsets-for-times) to their end, so a new owner of a
+/// partition does not push again what the previous owner already finished.
+public struct StatusHistoryReader: Sendable {
+    public var kafka: KafkaConfiguration
+    public var statusTopic: String
+    /// How far back to read; must cover the longest ring window plus redelivery delays.
+    public var window: Duration
+    /// Bound on one rebuild; a partial rebuild is logged, never fatal.
+    public var timeout: Duration
+    public var logger: Logger
+
+    /// States after which a delivery must not be pushed again. (`retrying` alone is not one: the
+    /// previous owner may have died before any push was accepted.)
+    static let handledStates: Set<CallStatus.State> = [.sent, .failed, .expired, .cancelled, .duplicate, .rejected]
+
+    public init(kafka: KafkaConfiguration, statusTopic: String, window: Duration, timeout: Duration, logger: Logger) {
+        self.kafka = kafka
+        self.statusTopic = statusTopic
+        self.window = window
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// Reads the status history of `partitions` into fresh stores made by `makeStore`.
+    public func rebuild(partitions: [Int32], makeStore: () -> DedupeStore, now: Date = Date()) async -> [Int32: DedupeStore] {
+        var stores = Dictionary(uniqueKeysWithValues: partitions.map { ($0, makeStore()) })
+        guard !partitions.isEmpty else { return stores }
+        let started = ContinuousClock.now
+        let consumer: KafkaConsumer
+        do {
+            var configuration = KafkaConsumerConfiguration(kafka: kafka, mode: .manual)
+            configuration.kafka.clientID = kafka.clientID + "-status-history"
+            configuration.maxBufferedMessages = 5_000
+            consumer = try KafkaConsumer(configuration: configuration, logger: logger)
+        } catch {
+            logger.error("cannot read status history; dedupe starts empty", metadata: ["error": "\(error)"])
+            return stores
+        }
+
+        var ends: [Int32: Int64] = [:]
+        var assignments: [KafkaPartitionAssignment] = []
+        let sinceMs = Int64((now.timeIntervalSince1970 - window.seconds) * 1000)
+        for partition in partitions {
+            do {
+                let marks = try await consumer.queryWatermarks(topic: statusTopic, partition: partition, timeout: timeout)
+                let start = try await consumer.offsetsForTimes(topic: statusTopic, partition: partition,
+                                                               timestampMilliseconds: sinceMs, timeout: timeout) ?? marks.high
+                if start < marks.high {
+                    ends[partition] = marks.high
+                    assignments.append(KafkaPartitionAssignment(topic: statusTopic, partition: partition, start: .offset(max(start, marks.low))))
+                }
+            } catch {
+                logger.error("cannot locate status history", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
+            }
+        }
+
+        var read = 0
+        if !assignments.isEmpty {
+            do {
+                try await consumer.assign(assignments)
+                read = try await readUntilEnds(consumer, ends: &ends, stores: &stores, deadline: started + timeout)
+            } catch {
+                logger.error("status history read failed; dedupe is partial", metadata: ["error": "\(error)"])
+            }
+        }
+        if !ends.isEmpty {
+            logger.warning("status history not fully read within the bound; dedupe is partial",
+                           metadata: ["kafka.partitions": "\(ends.keys.sorted())"])
+        }
+        await consumer.shutdown()
+        logger.info("dedupe rebuilt from status history", metadata: [
+            "kafka.partitions": "\(partitions.sorted())", "statuses.read": "\(read)",
+            "dedupe.entries": "\(stores.values.reduce(0) { $0 + $1.count })",
+        ])
+        return stores
+    }
+
+    private func readUntilEnds(_ consumer: KafkaConsumer, ends: inout [Int32: Int64], stores: inout [Int32: DedupeStore],
+                               deadline: ContinuousClock.Instant) async throws -> Int {
+        var read = 0
+        let timer = Task {
+            try? await Task.sleep(until: deadline)
+            await consumer.shutdown()
+        }
+        defer { timer.cancel() }
+        for try await message in consumer.messages {
+            read += 1
+            if let status = try? CallStatus.decode(Data(message.value)), Self.handledStates.contains(status.state),
+               let deviceKey = status.deviceKey {
+                let key = DeliveryKey(callId: status.callId, deviceKey: deviceKey, replay: status.replay)
+                stores[message.partition]?.insert(key, ringDeadline: status.at.addingTimeInterval(window.seconds))
+            }
+            if let end = ends[message.partition], message.offset + 1 >= end { ends[message.partition] = nil }
+            if ends.isEmpty { break }
+        }
+        return read
+    }
+}

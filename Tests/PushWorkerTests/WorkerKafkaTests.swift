@@ -1,0 +1,99 @@
+import CallContract
+import CallpushCore
+import Foundation
+import Kafka
+import Logging
+import Synchronization
+import Testing
+@testable import PushWorker
+
+/// In-process integration: embedded Kafka (librdkafka's mock cluster) and real workers.
+@Suite(.serialized) struct WorkerOnKafka {
+    @Test func tenThousandRingsThroughTwoWorkersArePushedOnceWithOneTerminalStatusEach() async throws {
+        try await WorkerTestbed.with(partitions: 6) { bed in
+            let sender = ScriptedSender()
+            let a = try bed.startWorker("worker-a", sender: sender)
+            let b = try bed.startWorker("worker-b", sender: sender)
+            let rings = (0..<10_000).map { i in makeRing(token: token(i)) }
+            try await bed.produce(rings.map { .ring($0) })
+
+            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 120)
+            let pushesPerCall = Dictionary(grouping: sender.sent, by: { try! VoIPPayload.decode($0.push.payload).callId }).mapValues(\.count)
+            #expect(pushesPerCall.count == rings.count, "every call pushed")
+            #expect(pushesPerCall.values.allSatisfy { $0 == 1 }, "no call pushed twice")
+            for ring in rings {
+                #expect(statuses.terminal(ring.callId) == [.sent])
+            }
+            await bed.stop([a, b])
+        }
+    }
+
+    @Test func aWorkerStoppedAbruptlyLosesNoCall() async throws {
+        try await WorkerTestbed.with(partitions: 6) { bed in
+            let sender = ScriptedSender(latency: .milliseconds(20))
+            let a = try bed.startWorker("worker-a", sender: sender, maxInFlight: 50)
+            let b = try bed.startWorker("worker-b", sender: sender, maxInFlight: 50)
+            let rings = (0..<3_000).map { i in makeRing(token: token(i)) }
+            try await bed.produce(rings.map { .ring($0) })
+            _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 500 }, seconds: 60)
+            a.task.cancel()  // abrupt: in-flight deliveries are not drained
+            _ = await a.task.result
+
+            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 120)
+            for ring in rings {
+                #expect(!statuses.terminal(ring.callId).isEmpty, "every call reaches a terminal status")
+            }
+            let pushes = Dictionary(grouping: sender.sent, by: { $0.push.apnsID }).mapValues(\.count)
+            let duplicates = pushes.values.reduce(0) { $0 + $1 - 1 }
+            // A push accepted by APNs whose status was not yet durable when the worker died is
+            // pushed again by the next owner: bounded by the dead worker's in-flight limit.
+            #expect(duplicates <= 50)
+            print("abrupt stop: calls=\(rings.count) duplicate pushes=\(duplicates)")
+            await bed.stop([b])
+        }
+    }
+
+    @Test func aPartitionMovingToAnotherWorkerDoesNotRepushSentCalls() async throws {
+        try await WorkerTestbed.with(partitions: 3) { bed in
+            let sender = ScriptedSender()
+            let a = try bed.startWorker("worker-a", sender: sender)
+            let rings = (0..<300).map { i in makeRing(token: token(i)) }
+            try await bed.produce(rings.map { .ring($0) })
+            _ = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 60)
+            await bed.stop([a])
+            #expect(sender.sent.count == rings.count)
+
+            // The same events arrive again (as after a crash before the commit); the new owner
+            // knows them only from the status topic.
+            let b = try bed.startWorker("worker-b", sender: sender)
+            try await bed.produce(rings.map { .ring($0) })
+            let statuses = try await bed.collectStatuses(until: { $0.count(.duplicate) >= rings.count }, seconds: 60)
+            #expect(sender.sent.count == rings.count, "nothing pushed again")
+            for ring in rings { #expect(statuses.states(ring.callId) == [.sent, .duplicate]) }
+            await bed.stop([b])
+        }
+    }
+
+    @Test func invalidEventsAreDeadLetteredAndTheWorkerKeepsGoing() async throws {
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            let sender = ScriptedSender()
+            let worker = try bed.startWorker("worker-a", sender: sender)
+            let callId = CallID.make()
+            try await bed.produceRaw(key: callId, value: "{\"type\":\"ring\",")
+            try await bed.produceRaw(key: nil, value: String(repeating: "x", count: 70_000))
+            let good = makeRing()
+            try await bed.produce([.ring(good)])
+            let statuses = try await bed.collectStatuses(until: { $0.terminal(good.callId) == [.sent] && $0.count(.rejected) >= 1 }, seconds: 60)
+            #expect(statuses.terminal(callId) == [.rejected])
+            let dlq = try await bed.readDeadLetters(count: 2, seconds: 30)
+            #expect(Set(dlq.compactMap { $0.header(DeadLetterHeader.error)?.stringValue }) == ["malformed-json", "invalid-value"])
+            #expect(dlq.allSatisfy { $0.header(DeadLetterHeader.reason)?.stringValue?.isEmpty == false })
+            await bed.stop([worker])
+        }
+    }
+}
+
+func token(_ i: Int) -> String {
+    let hex = String(i, radix: 16)
+    return String(repeating: "0", count: 64 - hex.count) + hex
+}

@@ -1,0 +1,183 @@
+import CallContract
+import CallpushCore
+import Foundation
+import Kafka
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+@testable import PushWorker
+
+/// The statuses seen on the status topic so far.
+struct StatusLog: Sendable {
+    var statuses: [CallStatus] = []
+
+    /// Terminal worker states of a call, in order (`duplicate` is informational, not an outcome).
+    func terminal(_ callId: String) -> [CallStatus.State] {
+        statuses.filter { $0.callId == callId && $0.state.isTerminal && $0.state != .duplicate }.map(\.state)
+    }
+
+    /// Every state of a call except `retrying`, in order.
+    func states(_ callId: String) -> [CallStatus.State] {
+        statuses.filter { $0.callId == callId && $0.state != .retrying }.map(\.state)
+    }
+
+    var terminalCalls: Int {
+        Set(statuses.filter { $0.state.isTerminal && $0.state != .duplicate }.map(\.callId)).count
+    }
+
+    func count(_ state: CallStatus.State) -> Int { statuses.filter { $0.state == state }.count }
+}
+
+struct RunningWorker: Sendable {
+    let service: PushWorkerService
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+}
+
+final class LockedLog: Sendable {
+    let value = Mutex(StatusLog())
+}
+
+/// An embedded cluster with the three topics, a producer, and a collector of the status topic.
+final class WorkerTestbed: Sendable {
+    let cluster: EmbeddedKafkaCluster
+    let producer: KafkaProducer
+    let topics: (requests: String, status: String, dlq: String)
+    let partitions: Int
+    let log = LockedLog()
+    let logger: Logger = {
+        var logger = Logger(label: "worker-tests")
+        logger.logLevel = ProcessInfo.processInfo.environment["WORKER_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        return logger
+    }()
+    private let collector: KafkaConsumer
+    private let collecting: Task<Void, Never>
+
+    static let fastProperties = [
+        "topic.metadata.refresh.interval.ms": "1000",
+        "fetch.wait.max.ms": "20",
+        "auto.commit.interval.ms": "200",
+        "reconnect.backoff.ms": "50",
+        "reconnect.backoff.max.ms": "500",
+    ]
+
+    private init(partitions: Int) throws {
+        self.partitions = partitions
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        topics = ("requests-\(suffix)", "status-\(suffix)", "dlq-\(suffix)")
+        cluster = try EmbeddedKafkaCluster(brokers: 3, logger: Logger(label: "cluster"))
+        try cluster.createTopic(topics.requests, partitions: partitions)
+        try cluster.createTopic(topics.status, partitions: partitions)
+        try cluster.createTopic(topics.dlq, partitions: 1)
+        producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: Self.kafka(cluster, "test-producer")), logger: Logger(label: "producer"))
+        collector = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(kafka: Self.kafka(cluster, "status-collector"),
+                                                      mode: .group(id: "collector-\(suffix)", topics: [topics.status]),
+                                                      sessionTimeout: .seconds(6), heartbeatInterval: .milliseconds(300)),
+            logger: Logger(label: "collector"))
+        let collector = self.collector
+        let log = self.log
+        collecting = Task {
+            do {
+                for try await message in collector.messages {
+                    if let status = try? CallStatus.decode(Data(message.value)) { log.value.withLock { $0.statuses.append(status) } }
+                }
+            } catch {}
+        }
+    }
+
+    static func kafka(_ cluster: EmbeddedKafkaCluster, _ clientID: String) -> KafkaConfiguration {
+        KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: clientID, properties: fastProperties)
+    }
+
+    static func with(partitions: Int, _ body: (WorkerTestbed) async throws -> Void) async throws {
+        let bed = try WorkerTestbed(partitions: partitions)
+        do {
+            try await body(bed)
+            await bed.close()
+        } catch {
+            await bed.close()
+            throw error
+        }
+    }
+
+    private func close() async {
+        await collector.shutdown()
+        _ = await collecting.value
+        await producer.shutdown()
+        await cluster.shutdown()
+    }
+
+    func startWorker(_ id: String, sender: any VoIPPushSending, maxInFlight: Int = 500) throws -> RunningWorker {
+        var configuration = PushWorkerConfiguration(kafka: Self.kafka(cluster, id), workerID: id)
+        configuration.groupID = "workers-\(topics.requests)"
+        configuration.requestsTopic = topics.requests
+        configuration.statusTopic = topics.status
+        configuration.deadLetterTopic = topics.dlq
+        configuration.maxInFlight = maxInFlight
+        configuration.sessionTimeout = .seconds(6)
+        configuration.heartbeatInterval = .milliseconds(300)
+        configuration.drainTimeout = .seconds(3)
+        configuration.rebuildTimeout = .seconds(10)
+        configuration.retry = RetryPolicy(base: .milliseconds(10), cap: .milliseconds(100))
+        var logger = self.logger
+        logger[metadataKey: "worker"] = "\(id)"
+        let service = try PushWorkerService(configuration: configuration, sender: sender, apps: ["rider"],
+                                            ackTokens: try AckTokenSigner(secret: testSecret), logger: logger)
+        let group = ServiceGroup(services: [service], logger: logger)
+        let task = Task { try await group.run() }
+        return RunningWorker(service: service, group: group, task: task)
+    }
+
+    /// Graceful stop: drain, commit, leave the group.
+    func stop(_ workers: [RunningWorker]) async {
+        for worker in workers { await worker.group.triggerGracefulShutdown() }
+        for worker in workers { _ = await worker.task.result }
+    }
+
+    func produce(_ requests: [CallRequest]) async throws {
+        for chunk in stride(from: 0, to: requests.count, by: 2_000) {
+            let records = try requests[chunk..<min(chunk + 2_000, requests.count)].map { request in
+                KafkaProducerRecord(topic: topics.requests, key: Array(request.callId.utf8), value: Array(try request.encoded()))
+            }
+            let results = try await producer.send(records)
+            for result in results { _ = try result.get() }
+        }
+    }
+
+    func produceRaw(key: String?, value: String) async throws {
+        _ = try await producer.send(KafkaProducerRecord(topic: topics.requests, key: key.map { Array($0.utf8) }, value: Array(value.utf8)))
+    }
+
+    /// Waits until `done` holds for the status log (a bounded test wait), then returns the log.
+    func collectStatuses(until done: @Sendable (StatusLog) -> Bool, seconds: Double) async throws -> StatusLog {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            let snapshot = log.value.withLock { $0 }
+            if done(snapshot) { return snapshot }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let snapshot = log.value.withLock { $0 }
+        Issue.record("status condition not reached in \(seconds) s: \(snapshot.statuses.count) statuses, \(snapshot.terminalCalls) terminal calls")
+        return snapshot
+    }
+
+    func readDeadLetters(count: Int, seconds: Double) async throws -> [KafkaConsumerMessage] {
+        let consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: Self.kafka(cluster, "dlq-reader"), mode: .manual),
+                                         logger: Logger(label: "dlq"))
+        try await consumer.assign([KafkaPartitionAssignment(topic: topics.dlq, partition: 0, start: .beginning)])
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            await consumer.shutdown()
+        }
+        var messages: [KafkaConsumerMessage] = []
+        for try await message in consumer.messages {
+            messages.append(message)
+            if messages.count >= count { break }
+        }
+        timer.cancel()
+        await consumer.shutdown()
+        return messages
+    }
+}
