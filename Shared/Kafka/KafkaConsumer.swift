@@ -31,12 +31,12 @@ public final class KafkaConsumer: Service, Sendable {
     let epochMirror = Atomic<Int>(0)
     let commands = Mutex(ConsumerCommandQueue())
     let handleGuard = HandleGuard()
+    let waiterIDs = Atomic<Int>(0)
     let pollContext = ConsumerPollContext()
     private let consumerQueue: UncheckedHandle?
     private let stopRequested = Atomic<Bool>(false)
     private let shutdownStarted = Atomic<Bool>(false)
     private let pollThreadExit = OneShotSignal()
-    private let stopSignal = OneShotSignal()
     private let shutdownDone = OneShotSignal()
     static let batchLimit = 4096
 
@@ -87,6 +87,7 @@ public final class KafkaConsumer: Service, Sendable {
     ///
     /// - Throws: the fatal ``KafkaError`` if one ended it.
     public func run() async throws {
+        let stopSignal = client.context.stopSignal
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
                 await stopSignal.wait()
@@ -94,7 +95,7 @@ public final class KafkaConsumer: Service, Sendable {
                 stopSignal.finish()
             }
         } onGracefulShutdown: {
-            self.stopSignal.finish()
+            stopSignal.finish()
         }
         await shutdown()
         if let fatal = client.context.fatalError { throw fatal }
@@ -104,7 +105,7 @@ public final class KafkaConsumer: Service, Sendable {
     /// stored offsets, leaves the group, then destroys the client. Each step is bounded by
     /// ``KafkaConsumerConfiguration/closeTimeout``. Safe to call more than once.
     public func shutdown() async {
-        stopSignal.finish()
+        client.context.stopSignal.finish()
         guard !shutdownStarted.exchange(true, ordering: .acquiringAndReleasing) else {
             await shutdownDone.wait()
             return
@@ -192,7 +193,7 @@ public final class KafkaConsumer: Service, Sendable {
             for (index, waiter) in waiters.enumerated() {
                 if index == 0 { waiter.resume(throwing: fatal) } else { waiter.resume(returning: nil) }
             }
-            stopSignal.finish()
+            client.context.stopSignal.finish()
             return
         }
         let text = rd_kafka_message_errstr(message).map { String(cString: $0) } ?? ""

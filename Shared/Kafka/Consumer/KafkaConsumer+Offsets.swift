@@ -18,9 +18,16 @@ extension KafkaConsumer {
         defer { handleGuard.leave() }
         let list = RDKafkaTopicPartitionList()
         list.add(topic: topic, partition: partition, offset: offset)
-        let err = rd_kafka_offsets_store(client.handle, list.pointer)
-        let partitionErr = list.elements.first?.err ?? RD_KAFKA_RESP_ERR_NO_ERROR
-        let failure = err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : partitionErr
+        let handle = client.handle
+        let topicPartition = KafkaTopicPartition(topic: topic, partition: partition)
+        // Checked and stored under the lock the rebalance path takes before committing, so an
+        // offset is never stored for a revoked partition after its final commit.
+        let failure = state.withLock { state -> rd_kafka_resp_err_t in
+            guard state.canStore(topicPartition) else { return RD_KAFKA_RESP_ERR__STATE }
+            let err = rd_kafka_offsets_store(handle, list.pointer)
+            let partitionErr = list.elements.first?.err ?? RD_KAFKA_RESP_ERR_NO_ERROR
+            return err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : partitionErr
+        }
         guard failure == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError(rdKafka: failure, context: "store offset \(offset) for \(topic)[\(partition)]")
         }
@@ -75,22 +82,30 @@ extension KafkaConsumer {
         return KafkaWatermarks(low: low, high: high)
     }
 
-    /// Waits for the next batch of messages (iterator support).
+    /// Waits for the next batch of messages (iterator support). Cancelling the waiting
+    /// task makes it throw `CancellationError`.
     func nextBatch() async throws -> MessageBatch? {
         let limit = configuration.maxBufferedMessages
-        return try await withCheckedThrowingContinuation { (continuation: ConsumerStateMachine.Waiter) in
-            let (action, wake) = state.withLock { state -> (ConsumerStateMachine.NextAction, Bool) in
-                let action = state.next()
-                if case .wait = action { state.addWaiter(continuation) }
-                return (action, state.backpressurePaused && state.bufferedCount <= limit / 2)
+        let id = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: ConsumerStateMachine.Waiter) in
+                let (action, wake) = state.withLock { state -> (ConsumerStateMachine.NextAction, Bool) in
+                    let action = state.next()
+                    if case .wait = action { state.addWaiter(continuation, id: id) }
+                    return (action, state.backpressurePaused && state.bufferedCount <= limit / 2)
+                }
+                if wake { wakePollThread() }
+                switch action {
+                case .batch(let batch): continuation.resume(returning: batch)
+                case .wait: if Task.isCancelled, let waiter = state.withLock({ $0.removeWaiter(id: id) }) {
+                    waiter.resume(throwing: CancellationError())
+                }
+                case .end: continuation.resume(returning: nil)
+                case .fail(let error): continuation.resume(throwing: error)
+                }
             }
-            if wake { wakePollThread() }
-            switch action {
-            case .batch(let batch): continuation.resume(returning: batch)
-            case .wait: break
-            case .end: continuation.resume(returning: nil)
-            case .fail(let error): continuation.resume(throwing: error)
-            }
+        } onCancel: {
+            state.withLock { $0.removeWaiter(id: id) }?.resume(throwing: CancellationError())
         }
     }
 }
