@@ -66,7 +66,10 @@ struct ConfigurationTests {
         #expect(description.contains("enable.idempotence=true"))
         let client = try RDKafkaClient.create(
             type: RD_KAFKA_PRODUCER,
-            properties: ["sasl.password": "file:\(path)", "sasl.mechanism": "PLAIN", "security.protocol": "SASL_PLAINTEXT"],
+            properties: [
+                "sasl.password": "file:\(path)", "sasl.username": "callpush", "sasl.mechanism": "PLAIN",
+                "security.protocol": "SASL_PLAINTEXT",
+            ],
             logger: TestSupport.logger,
             delegate: nil
         )
