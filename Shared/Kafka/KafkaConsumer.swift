@@ -150,7 +150,10 @@ public final class KafkaConsumer: Service, Sendable {
             adjustBackpressure()
         }
         pollContext.pending = []
-        let waiters = state.withLock { $0.finish(error: nil) }
+        let waiters = state.withLock { state in
+            defer { epochMirror.store(state.epoch, ordering: .releasing) }
+            return state.finish(error: nil)
+        }
         for waiter in waiters { waiter.resume(returning: nil) }
         if !client.context.fatalErrorIsSet {
             let err = rd_kafka_consumer_close(handle)
@@ -189,7 +192,10 @@ public final class KafkaConsumer: Service, Sendable {
         if err == RD_KAFKA_RESP_ERR__FATAL || client.fatalError != nil {
             let fatal = client.fatalError ?? KafkaError(rdKafka: err, isFatal: true)
             logger.critical("kafka consumer fatal error", metadata: ["kafka.error": "\(fatal)"])
-            let waiters = state.withLock { $0.finish(error: fatal) }
+            let waiters = state.withLock { state in
+                defer { epochMirror.store(state.epoch, ordering: .releasing) }
+                return state.finish(error: fatal)
+            }
             for (index, waiter) in waiters.enumerated() {
                 if index == 0 { waiter.resume(throwing: fatal) } else { waiter.resume(returning: nil) }
             }

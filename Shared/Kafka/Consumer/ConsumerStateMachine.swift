@@ -87,7 +87,8 @@ struct ConsumerStateMachine {
 
     /// Keeps only messages still valid; returns the batch re-tagged with the current epoch.
     func filtered(_ batch: MessageBatch) -> MessageBatch {
-        MessageBatch(epoch: epoch, messages: batch.messages.filter { isValid($0, fetchedAt: batch.epoch) })
+        guard isRunning else { return MessageBatch(epoch: epoch, messages: []) }
+        return MessageBatch(epoch: epoch, messages: batch.messages.filter { isValid($0, fetchedAt: batch.epoch) })
     }
 
     private mutating func dropInvalid() {
@@ -175,6 +176,7 @@ struct ConsumerStateMachine {
         if case .running = lifecycle {
             lifecycle = error.map { .failed($0) } ?? .finished
         }
+        epoch += 1  // iterators drop what they still hold
         batches = []
         head = 0
         bufferedCount = 0
