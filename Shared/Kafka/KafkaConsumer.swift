@@ -66,7 +66,8 @@ public final class KafkaConsumer: Service, Sendable {
             let err = rd_kafka_subscribe(client.handle, list.pointer)
             if err != RD_KAFKA_RESP_ERR_NO_ERROR {
                 if let queue = consumerQueue { rd_kafka_queue_destroy(queue.pointer) }
-                rd_kafka_destroy(client.handle)
+                let handle = UncheckedHandle(client.handle)
+                Thread { rd_kafka_destroy(handle.pointer) }.start()  // blocking: off the caller's thread
                 throw KafkaError(rdKafka: err, context: "subscribe to \(topics)")
             }
         }
@@ -133,11 +134,13 @@ public final class KafkaConsumer: Service, Sendable {
     /// back-pressure; at the end closes the consumer on this same thread.
     private func pollLoop() {
         let handle = client.handle
+        // Batches of at most a quarter of the buffer bound: the buffer never exceeds 1.25× its bound.
+        let batchLimit = min(Self.batchLimit, max(1, configuration.maxBufferedMessages / 4))
         pollContext.pendingEpoch = state.withLock { $0.epoch }
         while !stopRequested.load(ordering: .acquiring) {
             runCommands()
             var timeout: Int32 = 100
-            while pollContext.pending.count < Self.batchLimit, let message = rd_kafka_consumer_poll(handle, timeout) {
+            while pollContext.pending.count < batchLimit, let message = rd_kafka_consumer_poll(handle, timeout) {
                 timeout = 0
                 if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
                     pollContext.pending.append(pollContext.makeMessage(message))

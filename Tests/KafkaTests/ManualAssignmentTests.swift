@@ -76,3 +76,38 @@ struct ManualAssignmentTests {
         }
     }
 }
+
+@Suite("Consumer back-pressure", .timeLimit(.minutes(2)))
+struct ConsumerBackPressureTests {
+    @Test("a slow application keeps the consumer's buffer bounded, and nothing is lost when it catches up")
+    func boundedBuffer() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("backlog")
+            try cluster.createTopic(topic, partitions: 2)
+            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+                _ = try await producer.send((0..<3000).map { KafkaProducerRecord.numbered(topic: topic, $0) }).map { try $0.get() }
+            }
+            var configuration = TestSupport.manualConsumerConfiguration(cluster)
+            configuration.maxBufferedMessages = 100
+            let consumer = try KafkaConsumer(configuration: configuration, logger: TestSupport.logger)
+            do {
+                try await consumer.assign((0..<2).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+                // The application does not read for a while: fetching pauses at the bound.
+                let first = try await consume(consumer, seconds: 20) { $0.count >= 1 }
+                try await Task.sleep(for: .seconds(1.5))
+                let buffered = consumer.state.withLock { $0.bufferedCount }
+                #expect(buffered <= 125, "buffer bounded (1.25 × maxBufferedMessages), was \(buffered)")
+                #expect(buffered > 0)
+                // Catching up: fetching resumes and every message arrives once.
+                let rest = try await consume(consumer, seconds: 30) { $0.count >= 2999 }
+                let ids = (first + rest).compactMap(\.id)
+                #expect(ids.count == 3000)
+                #expect(Set(ids) == Set(0..<3000))
+            } catch {
+                await consumer.shutdown()
+                throw error
+            }
+            await consumer.shutdown()
+        }
+    }
+}

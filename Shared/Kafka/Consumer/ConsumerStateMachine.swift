@@ -130,6 +130,29 @@ struct ConsumerStateMachine {
         return .buffered(overLimit: bufferedCount >= limit)
     }
 
+    /// An iterator went away holding messages it had not handed out: they go back to the
+    /// front of the buffer (or to a waiting iterator), so nothing is skipped.
+    mutating func giveBack(_ batch: MessageBatch) -> Waiter? {
+        guard case .running = lifecycle else { return nil }
+        let batch = batch.epoch == epoch ? batch : filtered(batch)
+        guard !batch.messages.isEmpty else { return nil }
+        if !waiters.isEmpty {
+            pendingGiveBack = batch
+            return waiters.removeFirst().waiter
+        }
+        if head > 0 {
+            head -= 1
+            batches[head] = batch
+        } else {
+            batches.insert(batch, at: 0)
+        }
+        bufferedCount += batch.messages.count
+        return nil
+    }
+
+    /// Set by ``giveBack(_:)`` for the waiter it returned (resumed outside the lock).
+    var pendingGiveBack: MessageBatch?
+
     enum NextAction {
         case batch(MessageBatch)
         case wait
