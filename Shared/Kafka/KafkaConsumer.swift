@@ -31,12 +31,12 @@ public final class KafkaConsumer: Service, Sendable {
     let epochMirror = Atomic<Int>(0)
     let commands = Mutex(ConsumerCommandQueue())
     let handleGuard = HandleGuard()
+    let waiterIDs = Atomic<Int>(0)
     let pollContext = ConsumerPollContext()
     private let consumerQueue: UncheckedHandle?
     private let stopRequested = Atomic<Bool>(false)
     private let shutdownStarted = Atomic<Bool>(false)
     private let pollThreadExit = OneShotSignal()
-    private let stopSignal = OneShotSignal()
     private let shutdownDone = OneShotSignal()
     static let batchLimit = 4096
 
@@ -66,7 +66,8 @@ public final class KafkaConsumer: Service, Sendable {
             let err = rd_kafka_subscribe(client.handle, list.pointer)
             if err != RD_KAFKA_RESP_ERR_NO_ERROR {
                 if let queue = consumerQueue { rd_kafka_queue_destroy(queue.pointer) }
-                rd_kafka_destroy(client.handle)
+                let handle = UncheckedHandle(client.handle)
+                Thread { rd_kafka_destroy(handle.pointer) }.start()  // blocking: off the caller's thread
                 throw KafkaError(rdKafka: err, context: "subscribe to \(topics)")
             }
         }
@@ -87,6 +88,7 @@ public final class KafkaConsumer: Service, Sendable {
     ///
     /// - Throws: the fatal ``KafkaError`` if one ended it.
     public func run() async throws {
+        let stopSignal = client.context.stopSignal
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
                 await stopSignal.wait()
@@ -94,7 +96,7 @@ public final class KafkaConsumer: Service, Sendable {
                 stopSignal.finish()
             }
         } onGracefulShutdown: {
-            self.stopSignal.finish()
+            stopSignal.finish()
         }
         await shutdown()
         if let fatal = client.context.fatalError { throw fatal }
@@ -104,7 +106,7 @@ public final class KafkaConsumer: Service, Sendable {
     /// stored offsets, leaves the group, then destroys the client. Each step is bounded by
     /// ``KafkaConsumerConfiguration/closeTimeout``. Safe to call more than once.
     public func shutdown() async {
-        stopSignal.finish()
+        client.context.stopSignal.finish()
         guard !shutdownStarted.exchange(true, ordering: .acquiringAndReleasing) else {
             await shutdownDone.wait()
             return
@@ -132,11 +134,13 @@ public final class KafkaConsumer: Service, Sendable {
     /// back-pressure; at the end closes the consumer on this same thread.
     private func pollLoop() {
         let handle = client.handle
+        // Batches of at most a quarter of the buffer bound: the buffer never exceeds 1.25× its bound.
+        let batchLimit = min(Self.batchLimit, max(1, configuration.maxBufferedMessages / 4))
         pollContext.pendingEpoch = state.withLock { $0.epoch }
         while !stopRequested.load(ordering: .acquiring) {
             runCommands()
             var timeout: Int32 = 100
-            while pollContext.pending.count < Self.batchLimit, let message = rd_kafka_consumer_poll(handle, timeout) {
+            while pollContext.pending.count < batchLimit, let message = rd_kafka_consumer_poll(handle, timeout) {
                 timeout = 0
                 if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
                     pollContext.pending.append(pollContext.makeMessage(message))
@@ -149,7 +153,10 @@ public final class KafkaConsumer: Service, Sendable {
             adjustBackpressure()
         }
         pollContext.pending = []
-        let waiters = state.withLock { $0.finish(error: nil) }
+        let waiters = state.withLock { state in
+            defer { epochMirror.store(state.epoch, ordering: .releasing) }
+            return state.finish(error: nil)
+        }
         for waiter in waiters { waiter.resume(returning: nil) }
         if !client.context.fatalErrorIsSet {
             let err = rd_kafka_consumer_close(handle)
@@ -188,11 +195,14 @@ public final class KafkaConsumer: Service, Sendable {
         if err == RD_KAFKA_RESP_ERR__FATAL || client.fatalError != nil {
             let fatal = client.fatalError ?? KafkaError(rdKafka: err, isFatal: true)
             logger.critical("kafka consumer fatal error", metadata: ["kafka.error": "\(fatal)"])
-            let waiters = state.withLock { $0.finish(error: fatal) }
+            let waiters = state.withLock { state in
+                defer { epochMirror.store(state.epoch, ordering: .releasing) }
+                return state.finish(error: fatal)
+            }
             for (index, waiter) in waiters.enumerated() {
                 if index == 0 { waiter.resume(throwing: fatal) } else { waiter.resume(returning: nil) }
             }
-            stopSignal.finish()
+            client.context.stopSignal.finish()
             return
         }
         let text = rd_kafka_message_errstr(message).map { String(cString: $0) } ?? ""

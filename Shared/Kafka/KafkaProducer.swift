@@ -50,18 +50,30 @@ public final class KafkaProducer: Service, Sendable {
     /// The fatal error raised on this producer, if any; once set, create a new producer.
     public var fatalError: KafkaError? { client.fatalError }
 
-    /// Runs until graceful shutdown (or cancellation), then flushes (bounded) and destroys the client.
+    /// Runs until graceful shutdown, cancellation or a fatal error, then flushes (bounded)
+    /// and destroys the client.
+    ///
+    /// - Throws: the fatal ``KafkaError`` if one ended it (recreate the producer).
     public func run() async throws {
-        await withTaskCancellationHandler {
-            try? await gracefulShutdown()
-        } onCancel: {}
+        let stop = client.context.stopSignal
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await stop.wait()
+            } onCancel: {
+                stop.finish()
+            }
+        } onGracefulShutdown: {
+            stop.finish()
+        }
         await shutdown()
+        if let fatal = client.fatalError { throw fatal }
     }
 
     /// Stops accepting sends, waits for sends in progress to hand over their messages,
     /// flushes with ``KafkaProducerConfiguration/flushTimeout`` (messages not acknowledged by
     /// then fail with a purge error), and destroys the client. Safe to call more than once.
     public func shutdown() async {
+        client.context.stopSignal.finish()
         switch state.withLock({ $0.beginShutdown() }) {
         case .done:
             return

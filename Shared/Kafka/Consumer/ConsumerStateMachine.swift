@@ -27,9 +27,11 @@ struct ConsumerStateMachine {
     private var batches: [MessageBatch] = []
     private var head = 0
     private(set) var bufferedCount = 0
-    private var waiters: [Waiter] = []
+    private var waiters: [(id: Int, waiter: Waiter)] = []
     /// Partitions the application paused (kept paused across back-pressure resumes).
     private(set) var userPaused: Set<KafkaTopicPartition> = []
+    /// Partitions being revoked whose revoke handler is still running: offsets may still be stored.
+    private(set) var revoking: Set<KafkaTopicPartition> = []
     /// Whether the poll thread paused the assignment because the buffer is full.
     var backpressurePaused = false
 
@@ -48,10 +50,23 @@ struct ConsumerStateMachine {
         dropInvalid()
     }
 
+    /// Stops delivery for `partitions`; their offsets may still be stored until ``endRevoke()``.
     mutating func revoke(_ partitions: [KafkaTopicPartition]) {
         epoch += 1
-        for partition in partitions { assigned[partition] = nil }
+        for partition in partitions {
+            if assigned.removeValue(forKey: partition) != nil { revoking.insert(partition) }
+        }
         dropInvalid()
+    }
+
+    /// The revoke handler returned: stores for revoked partitions fail from now on.
+    mutating func endRevoke() {
+        revoking = []
+    }
+
+    /// Whether an offset may be stored for `partition`.
+    func canStore(_ partition: KafkaTopicPartition) -> Bool {
+        assigned[partition] != nil || revoking.contains(partition)
     }
 
     /// After a seek: messages of `partition` fetched before now are stale.
@@ -72,7 +87,8 @@ struct ConsumerStateMachine {
 
     /// Keeps only messages still valid; returns the batch re-tagged with the current epoch.
     func filtered(_ batch: MessageBatch) -> MessageBatch {
-        MessageBatch(epoch: epoch, messages: batch.messages.filter { isValid($0, fetchedAt: batch.epoch) })
+        guard isRunning else { return MessageBatch(epoch: epoch, messages: []) }
+        return MessageBatch(epoch: epoch, messages: batch.messages.filter { isValid($0, fetchedAt: batch.epoch) })
     }
 
     private mutating func dropInvalid() {
@@ -107,12 +123,35 @@ struct ConsumerStateMachine {
         let batch = batch.epoch == epoch ? batch : filtered(batch)
         guard !batch.messages.isEmpty else { return .dropped }
         if !waiters.isEmpty {
-            return .resume(waiters.removeFirst(), batch)
+            return .resume(waiters.removeFirst().waiter, batch)
         }
         batches.append(batch)
         bufferedCount += batch.messages.count
         return .buffered(overLimit: bufferedCount >= limit)
     }
+
+    /// An iterator went away holding messages it had not handed out: they go back to the
+    /// front of the buffer (or to a waiting iterator), so nothing is skipped.
+    mutating func giveBack(_ batch: MessageBatch) -> Waiter? {
+        guard case .running = lifecycle else { return nil }
+        let batch = batch.epoch == epoch ? batch : filtered(batch)
+        guard !batch.messages.isEmpty else { return nil }
+        if !waiters.isEmpty {
+            pendingGiveBack = batch
+            return waiters.removeFirst().waiter
+        }
+        if head > 0 {
+            head -= 1
+            batches[head] = batch
+        } else {
+            batches.insert(batch, at: 0)
+        }
+        bufferedCount += batch.messages.count
+        return nil
+    }
+
+    /// Set by ``giveBack(_:)`` for the waiter it returned (resumed outside the lock).
+    var pendingGiveBack: MessageBatch?
 
     enum NextAction {
         case batch(MessageBatch)
@@ -145,8 +184,14 @@ struct ConsumerStateMachine {
         }
     }
 
-    mutating func addWaiter(_ waiter: Waiter) {
-        waiters.append(waiter)
+    mutating func addWaiter(_ waiter: Waiter, id: Int) {
+        waiters.append((id, waiter))
+    }
+
+    /// An iterator's task was cancelled: returns its waiter to resume, if still waiting.
+    mutating func removeWaiter(id: Int) -> Waiter? {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+        return waiters.remove(at: index).waiter
     }
 
     /// Ends delivery (close or fatal error); returns the waiters to resume.
@@ -154,11 +199,12 @@ struct ConsumerStateMachine {
         if case .running = lifecycle {
             lifecycle = error.map { .failed($0) } ?? .finished
         }
+        epoch += 1  // iterators drop what they still hold
         batches = []
         head = 0
         bufferedCount = 0
         defer { waiters = [] }
-        return waiters
+        return waiters.map(\.waiter)
     }
 
     var isRunning: Bool {

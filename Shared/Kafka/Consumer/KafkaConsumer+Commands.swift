@@ -123,7 +123,10 @@ extension KafkaConsumer {
             if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {
                 return .failure(KafkaError(consuming: error, context: "seek \(partition)"))
             }
-            if let failed = list.elements.first(where: { $0.err != RD_KAFKA_RESP_ERR_NO_ERROR }) {
+            // Asynchronous seek (timeout 0; 2.0.2's seek timeouts are broken): `_IN_PROGRESS` is success.
+            if let failed = list.elements.first(where: {
+                $0.err != RD_KAFKA_RESP_ERR_NO_ERROR && $0.err != RD_KAFKA_RESP_ERR__IN_PROGRESS
+            }) {
                 return .failure(KafkaError(rdKafka: failed.err, context: "seek \(partition)"))
             }
             return .success(())

@@ -18,9 +18,16 @@ extension KafkaConsumer {
         defer { handleGuard.leave() }
         let list = RDKafkaTopicPartitionList()
         list.add(topic: topic, partition: partition, offset: offset)
-        let err = rd_kafka_offsets_store(client.handle, list.pointer)
-        let partitionErr = list.elements.first?.err ?? RD_KAFKA_RESP_ERR_NO_ERROR
-        let failure = err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : partitionErr
+        let handle = client.handle
+        let topicPartition = KafkaTopicPartition(topic: topic, partition: partition)
+        // Checked and stored under the lock the rebalance path takes before committing, so an
+        // offset is never stored for a revoked partition after its final commit.
+        let failure = state.withLock { state -> rd_kafka_resp_err_t in
+            guard state.canStore(topicPartition) else { return RD_KAFKA_RESP_ERR__STATE }
+            let err = rd_kafka_offsets_store(handle, list.pointer)
+            let partitionErr = list.elements.first?.err ?? RD_KAFKA_RESP_ERR_NO_ERROR
+            return err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : partitionErr
+        }
         guard failure == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError(rdKafka: failure, context: "store offset \(offset) for \(topic)[\(partition)]")
         }
@@ -52,6 +59,34 @@ extension KafkaConsumer {
         return offset >= 0 ? offset : nil
     }
 
+    /// Where to start reading `partition` to see every message whose timestamp is at or after
+    /// `timestampMilliseconds` (e.g. to rebuild state from `now − window`).
+    ///
+    /// Uses offsets-for-times. A broker without timestamp lookup — librdkafka's mock cluster
+    /// (``EmbeddedKafkaCluster``) answers "none" for every timestamp — is detected by also
+    /// asking for timestamp 0 on a non-empty partition; then the low watermark is returned.
+    /// Callers should therefore still skip messages older than the timestamp.
+    public func startOffset(
+        topic: String,
+        partition: Int32,
+        notBefore timestampMilliseconds: Int64,
+        timeout: Duration = .seconds(10)
+    ) async throws(KafkaError) -> Int64 {
+        let watermarks = try await queryWatermarks(topic: topic, partition: partition, timeout: timeout)
+        guard watermarks.low < watermarks.high else { return watermarks.high }
+        if let offset = try await offsetsForTimes(
+            topic: topic, partition: partition, timestampMilliseconds: timestampMilliseconds, timeout: timeout
+        ) {
+            return offset
+        }
+        // "None at or after the timestamp" — or no timestamp lookup at all: every message has a timestamp ≥ 0.
+        if try await offsetsForTimes(topic: topic, partition: partition, timestampMilliseconds: 0, timeout: timeout) != nil {
+            return watermarks.high
+        }
+        logger.debug("broker has no timestamp lookup; reading from the low watermark", metadata: ["kafka.partition": "\(topic)[\(partition)]"])
+        return watermarks.low
+    }
+
     /// The low and high watermarks of a partition, asked from the broker. Runs the blocking
     /// query on a dedicated thread.
     public func queryWatermarks(
@@ -75,22 +110,30 @@ extension KafkaConsumer {
         return KafkaWatermarks(low: low, high: high)
     }
 
-    /// Waits for the next batch of messages (iterator support).
+    /// Waits for the next batch of messages (iterator support). Cancelling the waiting
+    /// task makes it throw `CancellationError`.
     func nextBatch() async throws -> MessageBatch? {
         let limit = configuration.maxBufferedMessages
-        return try await withCheckedThrowingContinuation { (continuation: ConsumerStateMachine.Waiter) in
-            let (action, wake) = state.withLock { state -> (ConsumerStateMachine.NextAction, Bool) in
-                let action = state.next()
-                if case .wait = action { state.addWaiter(continuation) }
-                return (action, state.backpressurePaused && state.bufferedCount <= limit / 2)
+        let id = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: ConsumerStateMachine.Waiter) in
+                let (action, wake) = state.withLock { state -> (ConsumerStateMachine.NextAction, Bool) in
+                    let action = state.next()
+                    if case .wait = action { state.addWaiter(continuation, id: id) }
+                    return (action, state.backpressurePaused && state.bufferedCount <= limit / 2)
+                }
+                if wake { wakePollThread() }
+                switch action {
+                case .batch(let batch): continuation.resume(returning: batch)
+                case .wait: if Task.isCancelled, let waiter = state.withLock({ $0.removeWaiter(id: id) }) {
+                    waiter.resume(throwing: CancellationError())
+                }
+                case .end: continuation.resume(returning: nil)
+                case .fail(let error): continuation.resume(throwing: error)
+                }
             }
-            if wake { wakePollThread() }
-            switch action {
-            case .batch(let batch): continuation.resume(returning: batch)
-            case .wait: break
-            case .end: continuation.resume(returning: nil)
-            case .fail(let error): continuation.resume(throwing: error)
-            }
+        } onCancel: {
+            state.withLock { $0.removeWaiter(id: id) }?.resume(throwing: CancellationError())
         }
     }
 }

@@ -36,6 +36,8 @@ extension KafkaConsumer: RDKafkaClientDelegate {
             runHandler("revoke", timeout: configuration.revokeTimeout) { [rebalanceHandler] in
                 await rebalanceHandler.onRevoke(partitions)
             }
+            // From here on stores for these partitions fail, so nothing is stored after the commit.
+            state.withLock { $0.endRevoke() }
             if !lost, case .group = configuration.mode {
                 let commitErr = rd_kafka_commit(handle, nil, 0)
                 if commitErr != RD_KAFKA_RESP_ERR_NO_ERROR && commitErr != RD_KAFKA_RESP_ERR__NO_OFFSET {
@@ -47,6 +49,7 @@ extension KafkaConsumer: RDKafkaClientDelegate {
             logger.error("kafka rebalance error", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
             state.withLock { state in
                 state.revoke(Array(state.assigned.keys))
+                state.endRevoke()
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
             rd_kafka_assign(handle, nil)

@@ -2,7 +2,9 @@
 ///
 /// The iterator takes whole buffered batches at once (one lock per batch) and re-checks
 /// them only when the assignment changed, so messages of revoked partitions are never
-/// handed out. Ends when the consumer shuts down; throws a fatal ``KafkaError``.
+/// handed out. An iterator dropped early (e.g. after `break`) gives the messages it still
+/// held back to the consumer, so the next iterator continues where it stopped.
+/// Ends when the consumer shuts down; throws a fatal ``KafkaError``.
 public struct KafkaConsumerMessages: AsyncSequence, Sendable {
     public typealias Element = KafkaConsumerMessage
 
@@ -14,39 +16,65 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
 
     /// Iterates the consumer's messages.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let consumer: KafkaConsumer
-        private var batch: [KafkaConsumerMessage] = []
-        private var index = 0
-        private var epoch = 0
+        private let held: HeldMessages
 
         init(consumer: KafkaConsumer) {
-            self.consumer = consumer
+            self.held = HeldMessages(consumer: consumer)
         }
 
         /// The next message, or `nil` once the consumer shut down.
         public mutating func next() async throws -> KafkaConsumerMessage? {
-            while true {
-                if index < batch.count {
-                    if consumer.epochMirror.load(ordering: .acquiring) != epoch {
-                        let remaining = MessageBatch(epoch: epoch, messages: Array(batch[index...]))
-                        let filtered = consumer.state.withLock { $0.filtered(remaining) }
-                        batch = filtered.messages
-                        index = 0
-                        epoch = filtered.epoch
-                        continue
-                    }
-                    index += 1
-                    return batch[index - 1]
-                }
-                guard let next = try await consumer.nextBatch() else {
-                    batch = []
+            try await held.next()
+        }
+    }
+}
+
+/// The batch an iterator is working through; returns the rest to the consumer when dropped.
+///
+/// Not `Sendable`: owned by one iterator, used by one task at a time.
+final class HeldMessages {
+    let consumer: KafkaConsumer
+    private var batch: [KafkaConsumerMessage] = []
+    private var index = 0
+    private var epoch = 0
+
+    init(consumer: KafkaConsumer) {
+        self.consumer = consumer
+    }
+
+    deinit {
+        guard index < batch.count else { return }
+        let rest = MessageBatch(epoch: epoch, messages: Array(batch[index...]))
+        let (waiter, handOver) = consumer.state.withLock { state -> (ConsumerStateMachine.Waiter?, MessageBatch?) in
+            let waiter = state.giveBack(rest)
+            defer { state.pendingGiveBack = nil }
+            return (waiter, state.pendingGiveBack)
+        }
+        if let waiter, let handOver { waiter.resume(returning: handOver) }
+    }
+
+    func next() async throws -> KafkaConsumerMessage? {
+        while true {
+            if index < batch.count {
+                if consumer.epochMirror.load(ordering: .acquiring) != epoch {
+                    let remaining = MessageBatch(epoch: epoch, messages: Array(batch[index...]))
+                    let filtered = consumer.state.withLock { $0.filtered(remaining) }
+                    batch = filtered.messages
                     index = 0
-                    return nil
+                    epoch = filtered.epoch
+                    continue
                 }
-                batch = next.messages
-                index = 0
-                epoch = next.epoch
+                index += 1
+                return batch[index - 1]
             }
+            guard let next = try await consumer.nextBatch() else {
+                batch = []
+                index = 0
+                return nil
+            }
+            batch = next.messages
+            index = 0
+            epoch = next.epoch
         }
     }
 }

@@ -19,6 +19,8 @@ final class RDKafkaClientContext: @unchecked Sendable {
     let logger: Logger
     weak var delegate: (any RDKafkaClientDelegate)?
     private let fatal = Mutex<KafkaError?>(nil)
+    /// Fires on a fatal error (and when the owner stops): ends the owner's `run()`.
+    let stopSignal = OneShotSignal()
 
     init(logger: Logger) {
         self.logger = logger
@@ -28,6 +30,7 @@ final class RDKafkaClientContext: @unchecked Sendable {
 
     func recordFatal(_ error: KafkaError) {
         fatal.withLock { if $0 == nil { $0 = error } }
+        stopSignal.finish()
     }
 }
 
@@ -111,6 +114,16 @@ final class RDKafkaClient: @unchecked Sendable {
         let error = KafkaError(rdKafka: err, context: "fatal error: \(String(errorBuffer: errstr))", isFatal: true)
         context.recordFatal(error)
         return error
+    }
+
+    /// The effective value of a configuration property (as librdkafka holds it).
+    func configValue(_ key: String) -> String? {
+        guard let conf = rd_kafka_conf(handle) else { return nil }
+        var size = 0
+        guard rd_kafka_conf_get(conf, key, nil, &size) == RD_KAFKA_CONF_OK, size > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: size)
+        guard rd_kafka_conf_get(conf, key, &buffer, &size) == RD_KAFKA_CONF_OK else { return nil }
+        return String(errorBuffer: buffer)
     }
 
     /// Destroys the handle on a dedicated thread; gives up waiting after `deadline`

@@ -1,0 +1,113 @@
+import Testing
+
+@testable import Kafka
+
+@Suite("Manual assignment", .timeLimit(.minutes(2)))
+struct ManualAssignmentTests {
+    @Test("offsets-for-times + manual assignment read a partition from a timestamp to the high watermark")
+    func readFromTimestampToEnd() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("status")
+            try cluster.createTopic(topic, partitions: 2)
+            let base: Int64 = 1_700_000_000_000
+            // Partition 1: 10 old records, then 15 newer ones; partition 0 gets noise.
+            var records: [KafkaProducerRecord] = []
+            for number in 0..<25 {
+                var record = KafkaProducerRecord.numbered(topic: topic, number)
+                record.partition = 1
+                record.timestampMilliseconds = base + (number < 10 ? 0 : 60_000) + Int64(number)
+                records.append(record)
+            }
+            records += (100..<110).map { number in
+                var record = KafkaProducerRecord.numbered(topic: topic, number)
+                record.partition = 0
+                return record
+            }
+            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+                _ = try await producer.send(records).map { try $0.get() }
+            }
+
+            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
+            do {
+                let watermarks = try await consumer.queryWatermarks(topic: topic, partition: 1)
+                #expect(watermarks.low == 0)
+                #expect(watermarks.high == 25)
+                let start = try await consumer.startOffset(topic: topic, partition: 1, notBefore: base + 60_000)
+                // A real broker answers 10; the mock cluster has no timestamp lookup, so the layer
+                // falls back to the low watermark (0). Either way nothing at or after the timestamp is missed.
+                #expect(start == 10 || start == watermarks.low)
+                let empty = try await consumer.startOffset(topic: topic, partition: 0, notBefore: base)
+                #expect(empty == 0, "every message of partition 0 is newer than the timestamp")
+
+                try await consumer.assign([KafkaPartitionAssignment(topic: topic, partition: 1, start: .offset(start))])
+                let read = try await consume(consumer, seconds: 20) { $0.last.map { $0.offset >= watermarks.high - 1 } ?? false }
+                #expect(read.map(\.offset) == Array(start..<watermarks.high), "read to the high watermark, in order")
+                let recent = read.filter { ($0.timestampMilliseconds ?? 0) >= base + 60_000 }
+                #expect(recent.compactMap(\.id) == Array(10..<25))
+                #expect(recent.map(\.offset) == Array(10..<25))
+
+                // Seek back: the partition is read again from the new position.
+                try await consumer.seek(topic: topic, partition: 1, offset: 20)
+                let again = try await consume(consumer, seconds: 20) { $0.count >= 5 }
+                #expect(again.map(\.offset) == Array(20..<25))
+            } catch {
+                await consumer.shutdown()
+                throw error
+            }
+            await consumer.shutdown()
+        }
+    }
+
+    @Test("storing an offset for a partition that is not assigned is a typed not-assigned error")
+    func storeUnassigned() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("store")
+            try cluster.createTopic(topic, partitions: 1)
+            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
+            let error = #expect(throws: KafkaError.self) {
+                try consumer.store(topic: topic, partition: 0, offset: 1)
+            }
+            #expect(error?.code == .notAssigned)
+            await consumer.shutdown()
+            let afterShutdown = #expect(throws: KafkaError.self) {
+                try consumer.store(topic: topic, partition: 0, offset: 1)
+            }
+            #expect(afterShutdown?.code == .shutdown)
+        }
+    }
+}
+
+@Suite("Consumer back-pressure", .timeLimit(.minutes(2)))
+struct ConsumerBackPressureTests {
+    @Test("a slow application keeps the consumer's buffer bounded, and nothing is lost when it catches up")
+    func boundedBuffer() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("backlog")
+            try cluster.createTopic(topic, partitions: 2)
+            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+                _ = try await producer.send((0..<3000).map { KafkaProducerRecord.numbered(topic: topic, $0) }).map { try $0.get() }
+            }
+            var configuration = TestSupport.manualConsumerConfiguration(cluster)
+            configuration.maxBufferedMessages = 100
+            let consumer = try KafkaConsumer(configuration: configuration, logger: TestSupport.logger)
+            do {
+                try await consumer.assign((0..<2).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+                // The application does not read for a while: fetching pauses at the bound.
+                let first = try await consume(consumer, seconds: 20) { $0.count >= 1 }
+                try await Task.sleep(for: .seconds(1.5))
+                let buffered = consumer.state.withLock { $0.bufferedCount }
+                #expect(buffered <= 125, "buffer bounded (1.25 × maxBufferedMessages), was \(buffered)")
+                #expect(buffered > 0)
+                // Catching up: fetching resumes and every message arrives once.
+                let rest = try await consume(consumer, seconds: 30) { $0.count >= 2999 }
+                let ids = (first + rest).compactMap(\.id)
+                #expect(ids.count == 3000)
+                #expect(Set(ids) == Set(0..<3000))
+            } catch {
+                await consumer.shutdown()
+                throw error
+            }
+            await consumer.shutdown()
+        }
+    }
+}

@@ -1,0 +1,191 @@
+import CRdKafka
+import Testing
+
+@testable import Kafka
+
+@Suite("Producer", .timeLimit(.minutes(2)))
+struct ProducerTests {
+    @Test("a broker going down and up during production loses and duplicates nothing")
+    func brokerDownUpExactlyOnce() async throws {
+        try await withCluster { cluster in
+            let topic = TestSupport.unique("flaky")
+            try cluster.createTopic(topic, partitions: 3)
+            let count = 2000
+            var configuration = TestSupport.producerConfiguration(cluster)
+            configuration.kafka.properties["reconnect.backoff.ms"] = "20"
+            configuration.kafka.properties["reconnect.backoff.max.ms"] = "200"
+            try await withProducer(configuration) { producer in
+                try await withTimeout("producing through broker restarts", seconds: 60) {
+                    try await withThrowingTaskGroup(of: [Result<KafkaDeliveryReport, KafkaError>].self) { tasks in
+                        // Ten senders, while broker 1 (a partition leader) goes down and up twice.
+                        for chunk in 0..<10 {
+                            tasks.addTask {
+                                var results: [Result<KafkaDeliveryReport, KafkaError>] = []
+                                for slice in stride(from: chunk * 200, to: chunk * 200 + 200, by: 20) {
+                                    let records = (slice..<slice + 20).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
+                                    results += try await producer.send(records)
+                                }
+                                return results
+                            }
+                        }
+                        for _ in 0..<2 {
+                            try await Task.sleep(for: .milliseconds(100))
+                            try cluster.setBrokerDown(1)
+                            try await Task.sleep(for: .milliseconds(300))
+                            try cluster.setBrokerUp(1)
+                        }
+                        var all: [Result<KafkaDeliveryReport, KafkaError>] = []
+                        for try await results in tasks { all += results }
+                        let failures = all.compactMap { result -> KafkaError? in
+                            if case .failure(let error) = result { return error }
+                            return nil
+                        }
+                        #expect(failures.isEmpty, "all acknowledged: \(failures.prefix(3))")
+                        #expect(all.count == count)
+                    }
+                }
+            }
+            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
+            try await consumer.assign((0..<3).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+            let received = try await consume(consumer, seconds: 30) { $0.count >= count }
+            await consumer.shutdown()
+            let ids = received.compactMap(\.id)
+            #expect(ids.count == count, "no duplicates")
+            #expect(Set(ids) == Set(0..<count), "nothing lost")
+        }
+    }
+
+    @Test("with a tiny local queue, many sends wait for room instead of failing")
+    func backPressure() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("pressure")
+            try cluster.createTopic(topic, partitions: 2)
+            var configuration = TestSupport.producerConfiguration(cluster)
+            configuration.maxQueuedMessages = 10
+            try cluster.setBrokerRoundTripTime(1, .milliseconds(20))
+            let reports = try await withProducer(configuration) { producer in
+                try await withTimeout("producing with back-pressure", seconds: 60) {
+                    try await withThrowingTaskGroup(of: [Result<KafkaDeliveryReport, KafkaError>].self) { tasks in
+                        // One large batch plus concurrent single sends, all through a 10-message queue.
+                        tasks.addTask { try await producer.send((0..<500).map { KafkaProducerRecord.numbered(topic: topic, $0) }) }
+                        for number in 500..<550 {
+                            tasks.addTask {
+                                do throws(KafkaError) {
+                                    return [.success(try await producer.send(KafkaProducerRecord.numbered(topic: topic, number)))]
+                                } catch {
+                                    return [.failure(error)]
+                                }
+                            }
+                        }
+                        var all: [Result<KafkaDeliveryReport, KafkaError>] = []
+                        for try await results in tasks { all += results }
+                        return all
+                    }
+                }
+            }
+            let failures = reports.compactMap { result -> KafkaError? in
+                if case .failure(let error) = result { return error }
+                return nil
+            }
+            #expect(failures.isEmpty, "no queue-full failures: \(failures.prefix(3))")
+            #expect(reports.count == 550)
+            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
+            try await consumer.assign((0..<2).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+            let received = try await consume(consumer, seconds: 30) { $0.count >= 550 }
+            await consumer.shutdown()
+            #expect(Set(received.compactMap(\.id)) == Set(0..<550))
+        }
+    }
+
+    @Test("retriable produce errors are survived; a non-retriable one is a typed error")
+    func requestErrorInjection() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("errors")
+            try cluster.createTopic(topic, partitions: 1)
+            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+                try await withTimeout("error injection", seconds: 40) {
+                    // Warm up: connection, metadata and producer id are in place.
+                    try await producer.send(KafkaProducerRecord.numbered(topic: topic, 0))
+
+                    try cluster.pushRequestErrors(
+                        apiKey: .produce,
+                        errors: ["NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"]
+                    )
+                    let report = try await producer.send(KafkaProducerRecord.numbered(topic: topic, 1))
+                    #expect(report.topic == topic)
+                    #expect(report.offset >= 1)
+
+                    try cluster.pushRequestErrors(apiKey: .produce, errors: ["TOPIC_AUTHORIZATION_FAILED"])
+                    let error = await #expect(throws: KafkaError.self) {
+                        try await producer.send(KafkaProducerRecord.numbered(topic: topic, 2))
+                    }
+                    #expect(error?.code == "TOPIC_AUTHORIZATION_FAILED")
+                    #expect(error?.isRetriable == false)
+                    #expect(error?.persistenceStatus == .notPersisted)
+                }
+            }
+        }
+    }
+
+    @Test("a record larger than the broker accepts fails with a typed error, others still go through")
+    func oversizedRecord() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("big")
+            try cluster.createTopic(topic, partitions: 1)
+            var configuration = TestSupport.producerConfiguration(cluster)
+            configuration.kafka.properties["message.max.bytes"] = "10000"
+            try await withProducer(configuration) { producer in
+                let results = try await producer.send([
+                    KafkaProducerRecord.numbered(topic: topic, 1),
+                    KafkaProducerRecord(topic: topic, value: [UInt8](repeating: 1, count: 20_000)),
+                    KafkaProducerRecord.numbered(topic: topic, 2),
+                ])
+                #expect(throws: Never.self) { try results[0].get() }
+                #expect(throws: Never.self) { try results[2].get() }
+                guard case .failure(let error) = results[1] else {
+                    Issue.record("oversized record was accepted")
+                    return
+                }
+                #expect(error.code == "MSG_SIZE_TOO_LARGE")
+                #expect(error.persistenceStatus == .notPersisted)
+            }
+        }
+    }
+
+    @Test("after shutdown, sends fail with a shutdown error")
+    func sendAfterShutdown() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let producer = try KafkaProducer(configuration: TestSupport.producerConfiguration(cluster), logger: TestSupport.logger)
+            await producer.shutdown()
+            await producer.shutdown()
+            let error = await #expect(throws: KafkaError.self) {
+                try await producer.send(KafkaProducerRecord(topic: "t", key: nil, value: "x"))
+            }
+            #expect(error?.code == .shutdown)
+        }
+    }
+
+    @Test("a fatal error ends run() with an isFatal error and later sends fail with it")
+    func fatalErrorSurfaces() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let producer = try KafkaProducer(configuration: TestSupport.producerConfiguration(cluster), logger: TestSupport.logger)
+            let running = Task { () -> KafkaError? in
+                do {
+                    try await producer.run()
+                    return nil
+                } catch {
+                    return error as? KafkaError
+                }
+            }
+            rd_kafka_test_fatal_error(producer.client.handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "test")
+            let ended = try await withTimeout("run() ending", seconds: 20) { await running.value }
+            #expect(ended?.isFatal == true)
+            #expect(ended?.code == "OUT_OF_ORDER_SEQUENCE_NUMBER")
+            #expect(producer.fatalError?.isFatal == true)
+            let error = await #expect(throws: KafkaError.self) {
+                try await producer.send(KafkaProducerRecord(topic: "t", key: nil, value: "x"))
+            }
+            #expect(error?.isFatal == true)
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import Kafka
+
+/// Shared helpers: fast client settings, unique names, bounded waits, cleanup.
+enum TestSupport {
+    static let logger: Logger = {
+        var logger = Logger(label: "kafka-tests")
+        logger.logLevel = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        return logger
+    }()
+
+    static func unique(_ prefix: String) -> String {
+        "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
+    }
+
+    static func producerConfiguration(_ cluster: EmbeddedKafkaCluster) -> KafkaProducerConfiguration {
+        var configuration = KafkaProducerConfiguration(
+            kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "test-producer")
+        )
+        configuration.flushTimeout = .seconds(5)
+        configuration.destroyTimeout = .seconds(5)
+        configuration.kafka.properties["topic.metadata.refresh.interval.ms"] = "1000"
+        return configuration
+    }
+
+    /// Group settings that make rebalances take about a second instead of ten.
+    static func consumerConfiguration(
+        _ cluster: EmbeddedKafkaCluster,
+        group: String,
+        topics: [String]
+    ) -> KafkaConsumerConfiguration {
+        KafkaConsumerConfiguration(
+            kafka: KafkaConfiguration(
+                bootstrapServers: [cluster.bootstrapServers],
+                clientID: "test-consumer",
+                properties: [
+                    "topic.metadata.refresh.interval.ms": "1000",
+                    "fetch.wait.max.ms": "50",
+                    "auto.commit.interval.ms": "200",
+                    "reconnect.backoff.ms": "50",
+                    "reconnect.backoff.max.ms": "500",
+                ]
+            ),
+            mode: .group(id: group, topics: topics),
+            sessionTimeout: .seconds(6),
+            heartbeatInterval: .milliseconds(300),
+            revokeTimeout: .seconds(10),
+            closeTimeout: .seconds(10)
+        )
+    }
+
+    static func manualConsumerConfiguration(_ cluster: EmbeddedKafkaCluster) -> KafkaConsumerConfiguration {
+        var configuration = consumerConfiguration(cluster, group: "unused", topics: [])
+        configuration.mode = .manual
+        return configuration
+    }
+}
+
+struct TestTimeout: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out: \(what)" }
+}
+
+/// Runs `body`, failing with `TestTimeout` after `seconds` (the body is cancelled).
+func withTimeout<T: Sendable>(
+    _ what: String,
+    seconds: Double,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw TestTimeout(what: what)
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next() else { throw TestTimeout(what: what) }
+        return first
+    }
+}
+
+/// Starts an embedded cluster, runs `body`, and always shuts the cluster down.
+func withCluster<T: Sendable>(
+    brokers: Int = 3,
+    _ body: (EmbeddedKafkaCluster) async throws -> T
+) async throws -> T {
+    let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: TestSupport.logger)
+    do {
+        let result = try await body(cluster)
+        await cluster.shutdown()
+        return result
+    } catch {
+        await cluster.shutdown()
+        throw error
+    }
+}
+
+/// Creates a producer, runs `body`, and always shuts the producer down.
+func withProducer<T: Sendable>(
+    _ configuration: KafkaProducerConfiguration,
+    _ body: (KafkaProducer) async throws -> T
+) async throws -> T {
+    let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger)
+    do {
+        let result = try await body(producer)
+        await producer.shutdown()
+        return result
+    } catch {
+        await producer.shutdown()
+        throw error
+    }
+}
+
+/// Reads messages until `done` says so (or the timeout fails the test).
+func consume(
+    _ consumer: KafkaConsumer,
+    seconds: Double,
+    until done: @escaping @Sendable ([KafkaConsumerMessage]) -> Bool
+) async throws -> [KafkaConsumerMessage] {
+    try await withTimeout("consuming", seconds: seconds) {
+        var received: [KafkaConsumerMessage] = []
+        for try await message in consumer.messages {
+            received.append(message)
+            if done(received) { break }
+        }
+        return received
+    }
+}
+
+extension KafkaProducerRecord {
+    /// A record carrying a unique id in its value and headers.
+    static func numbered(topic: String, _ number: Int, key: String? = nil) -> KafkaProducerRecord {
+        KafkaProducerRecord(
+            topic: topic,
+            key: key.map { Array($0.utf8) },
+            value: Array("message-\(number)".utf8),
+            headers: [KafkaHeader(key: "id", string: "\(number)")]
+        )
+    }
+}
+
+extension KafkaConsumerMessage {
+    var id: Int? { header("id")?.stringValue.flatMap(Int.init) }
+}
