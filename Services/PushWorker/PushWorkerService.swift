@@ -62,6 +62,8 @@ public final class PushWorkerService: Service, Sendable {
             group.addTask { await self.maintain() }
             do {
                 try await cancelWhenGracefulShutdown { try await self.consume() }
+            } catch is CancellationError {
+                // Graceful shutdown (or cancellation) ended consumption.
             } catch {
                 failure = error
                 logger.error("consumer failed", metadata: ["error": "\(error)"])

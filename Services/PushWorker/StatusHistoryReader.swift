@@ -49,8 +49,8 @@ public struct StatusHistoryReader: Sendable {
         for partition in partitions {
             do {
                 let marks = try await consumer.queryWatermarks(topic: statusTopic, partition: partition, timeout: timeout)
-                let start = try await consumer.offsetsForTimes(topic: statusTopic, partition: partition,
-                                                               timestampMilliseconds: sinceMs, timeout: timeout) ?? marks.high
+                let start = try await consumer.startOffset(topic: statusTopic, partition: partition,
+                                                           notBefore: sinceMs, timeout: timeout)
                 if start < marks.high {
                     ends[partition] = marks.high
                     assignments.append(KafkaPartitionAssignment(topic: statusTopic, partition: partition, start: .offset(max(start, marks.low))))
@@ -64,7 +64,7 @@ public struct StatusHistoryReader: Sendable {
         if !assignments.isEmpty {
             do {
                 try await consumer.assign(assignments)
-                read = try await readUntilEnds(consumer, ends: &ends, stores: &stores, deadline: started + timeout)
+                read = try await readUntilEnds(consumer, ends: &ends, stores: &stores, sinceMs: sinceMs, deadline: started + timeout)
             } catch {
                 logger.error("status history read failed; dedupe is partial", metadata: ["error": "\(error)"])
             }
@@ -82,7 +82,7 @@ public struct StatusHistoryReader: Sendable {
     }
 
     private func readUntilEnds(_ consumer: KafkaConsumer, ends: inout [Int32: Int64], stores: inout [Int32: DedupeStore],
-                               deadline: ContinuousClock.Instant) async throws -> Int {
+                               sinceMs: Int64, deadline: ContinuousClock.Instant) async throws -> Int {
         var read = 0
         let timer = Task {
             try? await Task.sleep(until: deadline)
@@ -92,7 +92,7 @@ public struct StatusHistoryReader: Sendable {
         for try await message in consumer.messages {
             read += 1
             if let status = try? CallStatus.decode(Data(message.value)), Self.handledStates.contains(status.state),
-               let deviceKey = status.deviceKey {
+               let deviceKey = status.deviceKey, status.at.timeIntervalSince1970 * 1000 >= Double(sinceMs) {
                 let key = DeliveryKey(callId: status.callId, deviceKey: deviceKey, replay: status.replay)
                 stores[message.partition]?.insert(key, ringDeadline: status.at.addingTimeInterval(window.seconds))
             }

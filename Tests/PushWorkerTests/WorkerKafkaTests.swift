@@ -17,7 +17,9 @@ import Testing
             let rings = (0..<10_000).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
 
+            let started = ContinuousClock.now
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 120)
+            print("10k through 2 workers: all terminal after \(ContinuousClock.now - started)")
             let pushesPerCall = Dictionary(grouping: sender.sent, by: { try! VoIPPayload.decode($0.push.payload).callId }).mapValues(\.count)
             #expect(pushesPerCall.count == rings.count, "every call pushed")
             #expect(pushesPerCall.values.allSatisfy { $0 == 1 }, "no call pushed twice")

@@ -8,25 +8,32 @@ import Synchronization
 import Testing
 @testable import PushWorker
 
-/// The statuses seen on the status topic so far.
+/// The statuses seen on the status topic so far, indexed by call.
 struct StatusLog: Sendable {
-    var statuses: [CallStatus] = []
+    private(set) var byCall: [String: [CallStatus.State]] = [:]
+    private(set) var counts: [CallStatus.State: Int] = [:]
+    /// Calls with at least one terminal outcome.
+    private(set) var terminalCalls = 0
+
+    mutating func append(_ status: CallStatus) {
+        let before = terminal(status.callId).isEmpty
+        byCall[status.callId, default: []].append(status.state)
+        counts[status.state, default: 0] += 1
+        if before && !terminal(status.callId).isEmpty { terminalCalls += 1 }
+    }
 
     /// Terminal worker states of a call, in order (`duplicate` is informational, not an outcome).
     func terminal(_ callId: String) -> [CallStatus.State] {
-        statuses.filter { $0.callId == callId && $0.state.isTerminal && $0.state != .duplicate }.map(\.state)
+        (byCall[callId] ?? []).filter { $0.isTerminal && $0 != .duplicate }
     }
 
     /// Every state of a call except `retrying`, in order.
     func states(_ callId: String) -> [CallStatus.State] {
-        statuses.filter { $0.callId == callId && $0.state != .retrying }.map(\.state)
+        (byCall[callId] ?? []).filter { $0 != .retrying }
     }
 
-    var terminalCalls: Int {
-        Set(statuses.filter { $0.state.isTerminal && $0.state != .duplicate }.map(\.callId)).count
-    }
-
-    func count(_ state: CallStatus.State) -> Int { statuses.filter { $0.state == state }.count }
+    func count(_ state: CallStatus.State) -> Int { counts[state] ?? 0 }
+    var total: Int { counts.values.reduce(0, +) }
 }
 
 struct RunningWorker: Sendable {
@@ -81,7 +88,7 @@ final class WorkerTestbed: Sendable {
         collecting = Task {
             do {
                 for try await message in collector.messages {
-                    if let status = try? CallStatus.decode(Data(message.value)) { log.value.withLock { $0.statuses.append(status) } }
+                    if let status = try? CallStatus.decode(Data(message.value)) { log.value.withLock { $0.append(status) } }
                 }
             } catch {}
         }
@@ -159,7 +166,7 @@ final class WorkerTestbed: Sendable {
             try await Task.sleep(for: .milliseconds(50))
         }
         let snapshot = log.value.withLock { $0 }
-        Issue.record("status condition not reached in \(seconds) s: \(snapshot.statuses.count) statuses, \(snapshot.terminalCalls) terminal calls")
+        Issue.record("status condition not reached in \(seconds) s: \(snapshot.total) statuses, \(snapshot.terminalCalls) terminal calls")
         return snapshot
     }
 
