@@ -246,8 +246,8 @@ enum SimulatorPeers {
     static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval) async throws -> ProcessOutput {
         let directory = try temporaryDirectory("run")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        FileManager.default.createFile(atPath: "\(directory)/out", contents: nil)
-        FileManager.default.createFile(atPath: "\(directory)/err", contents: nil)
+        _ = FileManager.default.createFile(atPath: "\(directory)/out", contents: nil)
+        _ = FileManager.default.createFile(atPath: "\(directory)/err", contents: nil)
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(directory)/out"))
         let err = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(directory)/err"))
         let process = Process()

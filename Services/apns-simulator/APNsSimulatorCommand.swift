@@ -34,8 +34,8 @@ struct APNsSimulatorCommand: AsyncParsableCommand {
         }
         try await simulator.start()
         let admin = simulator.adminPort.map { " admin http://\(options.host):\($0)/admin" } ?? " admin off"
-        print("apns-simulator ready: https://\(options.hostForURL):\(simulator.port)\(admin)")
-        fflush(stdout)
+        // Unbuffered, so a parent process sees the line at once.
+        FileHandle.standardOutput.write(Data("apns-simulator ready: https://\(options.hostForURL):\(simulator.port)\(admin)\n".utf8))
         let group = ServiceGroup(
             services: [simulator],
             gracefulShutdownSignals: [.sigterm, .sigint],

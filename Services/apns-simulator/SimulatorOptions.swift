@@ -158,7 +158,7 @@ struct SimulatorOptions: ParsableArguments {
             }
             let pem = try readFile(parts[2], option: "--token-key")
             do {
-                configuration.tokenKeys.append(.init(teamID: parts[0], keyID: parts[1], pem: pem))
+                configuration.tokenKeys.append(try .init(teamID: parts[0], keyID: parts[1], pem: pem))
             } catch {
                 throw ValidationError("--token-key \(parts[0]):\(parts[1]): \(parts[2]) is not a P-256 key PEM")
             }

@@ -28,8 +28,8 @@ struct AdminAPITests {
     @Test("GET /admin/pushes lists and filters, DELETE clears, GET /admin/stats counts")
     func pushesAndStats() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer, token: TestSupport.token).status == 200)
                 #expect(try await push(client, signer, token: TestSupport.otherToken).status == 200)
             }
@@ -62,12 +62,12 @@ struct AdminAPITests {
     @Test("PUT /admin/faults changes behaviour; invalid faults are refused with 400")
     func putFaults() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer) { simulator in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
             let json = #"{"errorRate":{"status":429,"probability":1},"tokenOutcomes":{"\#(TestSupport.otherToken)":{"status":410,"reason":"Unregistered","timestamp":1700000000000}}}"#
             let (status, _) = try await call(simulator, "PUT", "/admin/faults", body: json)
             #expect(status == 200)
             #expect(simulator.faults.errorRate?.status == 429)
-            try await TestSupport.withClient(simulator) { client in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let limited = try await push(client, signer, token: TestSupport.token)
                 #expect(limited.status == 429)
                 #expect(limited.reason == "TooManyRequests")
@@ -89,7 +89,7 @@ struct AdminAPITests {
 
             let (clearStatus, _) = try await call(simulator, "PUT", "/admin/faults", body: "{}")
             #expect(clearStatus == 200)
-            try await TestSupport.withClient(simulator) { client in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer, token: TestSupport.token).status == 200)
             }
         }
@@ -97,7 +97,7 @@ struct AdminAPITests {
 
     @Test("GET /admin/ca serves the CA PEM; unknown paths are 404")
     func caAndUnknown() async throws {
-        try await TestSupport.withSimulator { simulator in
+        try await TestSupport.withSimulator { simulator async throws in
             let (status, data) = try await call(simulator, "GET", "/admin/ca")
             #expect(status == 200)
             #expect(String(decoding: data, as: UTF8.self) == simulator.caCertificatePEM)

@@ -24,7 +24,7 @@ struct AioapnsInteropTests {
         try signer.key.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
         let callID = UUID().uuidString.lowercased()
 
-        try await TestSupport.withSimulator(signer: signer) { simulator in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
             try simulator.writeCACertificate(to: caPath)
             let before = Date()
             let output = try await ChildProcess.run(python, [

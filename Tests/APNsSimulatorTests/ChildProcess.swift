@@ -20,13 +20,13 @@ struct ChildProcess {
         defer { try? FileManager.default.removeItem(at: directory) }
         let outURL = directory.appendingPathComponent("stdout")
         let errURL = directory.appendingPathComponent("stderr")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         let out = try FileHandle(forWritingTo: outURL)
         let err = try FileHandle(forWritingTo: errURL)
         process.standardOutput = out
         process.standardError = err
-        let timedOut = Mutex(false)
+        let timedOut = TimeoutFlag()
         let status: Int32 = try await withCheckedThrowingContinuation { continuation in
             process.terminationHandler = { process in
                 continuation.resume(returning: process.terminationStatus)
@@ -42,7 +42,7 @@ struct ChildProcess {
             Task {
                 try? await Task.sleep(for: timeout)
                 if process.isRunning {
-                    timedOut.withLock { $0 = true }
+                    timedOut.set()
                     kill(pid, SIGKILL)
                 }
             }
@@ -51,7 +51,7 @@ struct ChildProcess {
         try? err.close()
         let stdout = (try? String(contentsOf: outURL, encoding: .utf8)) ?? ""
         let stderr = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
-        return Output(status: status, stdout: stdout, stderr: stderr, timedOut: timedOut.withLock { $0 })
+        return Output(status: status, stdout: stdout, stderr: stderr, timedOut: timedOut.isSet)
     }
 
     /// The directory holding the built products (the test bundle sits next to the executables).
@@ -68,4 +68,11 @@ struct ChildProcess {
         }
         return nil
     }
+}
+
+/// Set once when a child process was killed for running too long.
+final class TimeoutFlag: Sendable {
+    private let flag = Mutex(false)
+    func set() { flag.withLock { $0 = true } }
+    var isSet: Bool { flag.withLock { $0 } }
 }

@@ -15,8 +15,8 @@ struct FaultInjectionTests {
     func goAwayAfterStreams() async throws {
         let signer = TestSupport.Signer()
         let faults = APNsSimulatorFaults(goAwayAfterStreams: 2, goAwayReason: "Shutdown")
-        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults = faults }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults = faults }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer).status == 200)
                 #expect(try await push(client, signer).status == 200)
                 let goAway = try #require(client.goAways.first)
@@ -28,7 +28,7 @@ struct FaultInjectionTests {
             #expect(simulator.pushes().count == 2)
             #expect(simulator.stats().goAwaysSent == 1)
             // A new connection works again.
-            try await TestSupport.withClient(simulator) { client in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer).status == 200)
             }
         }
@@ -37,8 +37,8 @@ struct FaultInjectionTests {
     @Test("drop after N streams: the connection is reset and the next stream gets no answer")
     func dropConnection() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.dropConnectionAfterStreams = 1 }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.dropConnectionAfterStreams = 1 }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer).status == 200)
                 await #expect(throws: (any Error).self) { try await push(client, signer) }
                 #expect(client.goAways.isEmpty)
@@ -54,11 +54,11 @@ struct FaultInjectionTests {
         let since = Date(timeIntervalSince1970: 1_790_000_000.123)
         let unregistered = String(repeating: "0f", count: 32)
         let bad = String(repeating: "1e", count: 32)
-        try await TestSupport.withSimulator(signer: signer) { simulator in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
             simulator.setFaults(APNsSimulatorFaults(tokenOutcomes: [
                 unregistered.uppercased(): .unregistered(timestamp: since), bad: .badDeviceToken,
             ]))
-            try await TestSupport.withClient(simulator) { client in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let gone = try await push(client, signer, token: unregistered)
                 #expect(gone.status == 410)
                 #expect(gone.reason == "Unregistered")
@@ -76,9 +76,9 @@ struct FaultInjectionTests {
     @Test("error rate 1.0 answers every push 503 ServiceUnavailable; an ended window answers 200")
     func errorRate() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer) { simulator in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
             simulator.setFaults(APNsSimulatorFaults(errorRate: ErrorInjection(status: 503, probability: 1)))
-            try await TestSupport.withClient(simulator) { client in
+            try await TestSupport.withClient(simulator) { client async throws in
                 for _ in 0..<5 {
                     let response = try await push(client, signer)
                     #expect(response.status == 503)
@@ -96,8 +96,8 @@ struct FaultInjectionTests {
     @Test("latency delays the answer by at least the configured time")
     func latency() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.latency = .fixed(milliseconds: 80) }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.latency = .fixed(milliseconds: 80) }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let start = ContinuousClock.now
                 #expect(try await push(client, signer).status == 200)
                 #expect(ContinuousClock.now - start >= .milliseconds(80))
@@ -109,8 +109,8 @@ struct FaultInjectionTests {
     func noResponse() async throws {
         let signer = TestSupport.Signer()
         let silent = String(repeating: "5a", count: 32)
-        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.tokenOutcomes = [silent: .noResponse] }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.tokenOutcomes = [silent: .noResponse] }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 await #expect(throws: (any Error).self) {
                     try await client.send(
                         path: TestSupport.path(silent), headers: TestSupport.voipHeaders(jwt: signer.jwt()),
@@ -133,8 +133,8 @@ struct FaultInjectionTests {
     @Test("maxConcurrentStreams set at run time reaches open connections")
     func maxConcurrentStreamsAtRunTime() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer).status == 200)
                 #expect(client.maxConcurrentStreams == 1000)
                 simulator.setFaults(APNsSimulatorFaults(maxConcurrentStreams: 7))

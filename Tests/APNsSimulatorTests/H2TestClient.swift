@@ -47,9 +47,9 @@ final class H2TestClient: Sendable {
     private let multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>
     private let recorder: RootFrameRecorder
 
-    private init(channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, recorder: RootFrameRecorder) {
+    private init(channel: any Channel, multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>, recorder: RootFrameRecorder) {
         self.channel = channel
-        self.multiplexer = NIOLoopBound(multiplexer, eventLoop: channel.eventLoop)
+        self.multiplexer = multiplexer
         self.recorder = recorder
     }
 
@@ -92,8 +92,8 @@ final class H2TestClient: Sendable {
                 stream.close()
             }
             try sync.addHandler(recorder)
-            return UnsafeTransfer(multiplexer)
-        }.get().wrappedValue
+            return NIOLoopBound(multiplexer, eventLoop: channel.eventLoop)
+        }.get()
         return H2TestClient(channel: channel, multiplexer: multiplexer, recorder: recorder)
     }
 
@@ -231,10 +231,4 @@ private final class ResponseCollector: ChannelInboundHandler {
         }
         promise.succeed(H2Response(status: status, headers: headers, body: body))
     }
-}
-
-/// Moves a non-Sendable value across an isolation boundary where the caller knows it is safe.
-struct UnsafeTransfer<Value>: @unchecked Sendable {  // @unchecked: only used to return a value created on, and then only used from, its event loop.
-    var wrappedValue: Value
-    init(_ value: Value) { self.wrappedValue = value }
 }

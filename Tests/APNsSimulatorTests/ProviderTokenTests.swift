@@ -12,8 +12,8 @@ struct ProviderTokenTests {
     func expiredToken() async throws {
         let signer = TestSupport.Signer()
         let clock = ManualClock()
-        try await TestSupport.withSimulator(signer: signer, configure: { $0.clock = clock.simulatorClock }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.clock = clock.simulatorClock }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let fresh = try await send(client, jwt: signer.jwt(issuedAt: clock.now.addingTimeInterval(-3500)))
                 #expect(fresh.status == 200)
                 clock.advance(by: 200)
@@ -29,8 +29,8 @@ struct ProviderTokenTests {
         let signer = TestSupport.Signer()
         let clock = ManualClock()
         let start = clock.now
-        try await TestSupport.withSimulator(signer: signer, configure: { $0.clock = clock.simulatorClock }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.clock = clock.simulatorClock }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let first = signer.jwt(issuedAt: start)
                 #expect(try await send(client, jwt: first).status == 200)
 
@@ -53,8 +53,8 @@ struct ProviderTokenTests {
     func wrongKey() async throws {
         let signer = TestSupport.Signer()
         let impostor = TestSupport.Signer()  // same team and key ID, different key
-        try await TestSupport.withSimulator(signer: signer) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let response = try await send(client, jwt: impostor.jwt())
                 #expect(response.status == 403)
                 #expect(response.reason == "InvalidProviderToken")
@@ -66,8 +66,8 @@ struct ProviderTokenTests {
     @Test("an unknown key ID or team is InvalidProviderToken")
     func unknownKeyOrTeam() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let unknownKey = try await send(client, jwt: signer.jwt(keyID: "OTHERKEY99"))
                 #expect(unknownKey.status == 403)
                 #expect(unknownKey.reason == "InvalidProviderToken")
@@ -83,14 +83,14 @@ struct ProviderTokenTests {
         let first = TestSupport.Signer()
         var second = TestSupport.Signer()
         second.keyID = "KEY7654321"
-        try await TestSupport.withSimulator(configure: { $0.tokenKeys = [first.tokenKey, second.tokenKey] }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(configure: { $0.tokenKeys = [first.tokenKey, second.tokenKey] }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await send(client, jwt: first.jwt()).status == 200)
                 let mixed = try await send(client, jwt: second.jwt())
                 #expect(mixed.status == 403)
                 #expect(mixed.reason == "UnrelatedKeyIdInToken")
             }
-            try await TestSupport.withClient(simulator) { client in
+            try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await send(client, jwt: second.jwt()).status == 200)
             }
         }
@@ -102,8 +102,8 @@ struct ProviderTokenTests {
         try await TestSupport.withSimulator(signer: signer, configure: {
             $0.rampUpConcurrentStreams = true
             $0.maxConcurrentStreams = 500
-        }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let response = try await send(client, jwt: signer.jwt())
                 #expect(response.status == 200)
                 #expect(client.maxConcurrentStreams == 500)
@@ -113,8 +113,8 @@ struct ProviderTokenTests {
 
     @Test("without a token, allowUnauthenticated accepts the push")
     func allowUnauthenticated() async throws {
-        try await TestSupport.withSimulator(configure: { $0.allowUnauthenticated = true }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(configure: { $0.allowUnauthenticated = true }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 var headers = TestSupport.voipHeaders(jwt: "")
                 headers.removeAll { $0.0 == "authorization" }
                 let response = try await client.send(path: TestSupport.path(), headers: headers, body: TestSupport.payload)

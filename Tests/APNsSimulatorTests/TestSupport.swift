@@ -21,15 +21,22 @@ enum TestSupport {
 
     /// A signing key and its JWTs.
     struct Signer: Sendable {
-        let key = P256.Signing.PrivateKey()
+        /// Raw bytes: swift-crypto keys are not Sendable on Linux.
+        private let keyBytes = P256.Signing.PrivateKey().rawRepresentation
+        var key: P256.Signing.PrivateKey {
+            (try? P256.Signing.PrivateKey(rawRepresentation: keyBytes)) ?? P256.Signing.PrivateKey()
+        }
         var teamID = TestSupport.teamID
         var keyID = TestSupport.keyID
+        /// Like real clients, one token (one `iat`) is reused unless a test asks for another.
+        let issuedAt = Date()
 
         var tokenKey: APNsSimulatorConfiguration.TokenKey {
             .init(teamID: teamID, keyID: keyID, publicKey: key.publicKey)
         }
 
-        func jwt(issuedAt: Date = Date(), keyID: String? = nil, teamID: String? = nil) -> String {
+        func jwt(issuedAt: Date? = nil, keyID: String? = nil, teamID: String? = nil) -> String {
+            let issuedAt = issuedAt ?? self.issuedAt
             let header = #"{"alg":"ES256","kid":"\#(keyID ?? self.keyID)"}"#
             let claims = #"{"iss":"\#(teamID ?? self.teamID)","iat":\#(Int64(issuedAt.timeIntervalSince1970))}"#
             let input = base64URL(Data(header.utf8)) + "." + base64URL(Data(claims.utf8))

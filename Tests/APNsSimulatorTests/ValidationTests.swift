@@ -62,8 +62,8 @@ struct ValidationTests {
     @Test(arguments: ValidationCase.all)
     func answersStatusAndReason(_ testCase: ValidationCase) async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 var headers = TestSupport.voipHeaders(jwt: signer.jwt())
                 for (name, value) in testCase.edits {
                     headers.removeAll { $0.0 == name }
@@ -85,8 +85,8 @@ struct ValidationTests {
     func acceptedPushIsRecorded() async throws {
         let signer = TestSupport.Signer()
         let apnsID = "7c9f4e2a-1b3d-4c5e-8f90-a1b2c3d4e5f6"
-        try await TestSupport.withSimulator(signer: signer) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let response = try await client.send(
                     path: TestSupport.path(), headers: TestSupport.voipHeaders(jwt: signer.jwt(), apnsID: apnsID),
                     body: TestSupport.payload
@@ -114,8 +114,8 @@ struct ValidationTests {
     @Test("production answers without apns-unique-id and generates a lowercase apns-id")
     func productionHasNoUniqueID() async throws {
         let signer = TestSupport.Signer()
-        try await TestSupport.withSimulator(signer: signer, configure: { $0.environment = .production }) { simulator in
-            try await TestSupport.withClient(simulator) { client in
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.environment = .production }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
                 let response = try await client.send(
                     path: TestSupport.path(), headers: TestSupport.voipHeaders(jwt: signer.jwt()), body: TestSupport.payload
                 )
