@@ -72,28 +72,24 @@ final class H2TestClient: Sendable {
         let sslContext = try NIOSSLContext(configuration: tls)
         let recorder = RootFrameRecorder()
         let serverHostname = serverName ?? (host.first?.isNumber == true || host.contains(":") ? nil : host)
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        // TLS, HTTP/2 and the recorder go in together before connecting, so no early server frame is missed.
+        let (channel, multiplexer) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
-            .channelInitializer { channel in
+            .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
+                    let multiplexer = try sync.configureHTTP2Pipeline(
+                        mode: .client,
+                        connectionConfiguration: .init(),
+                        streamConfiguration: .init()
+                    ) { stream in
+                        stream.close()
+                    }
+                    try sync.addHandler(recorder)
+                    return (channel, NIOLoopBound(multiplexer, eventLoop: channel.eventLoop))
                 }
             }
-            .connect(host: host, port: port)
-            .get()
-        let multiplexer = try await channel.eventLoop.submit {
-            let sync = channel.pipeline.syncOperations
-            let multiplexer = try sync.configureHTTP2Pipeline(
-                mode: .client,
-                connectionConfiguration: .init(),
-                streamConfiguration: .init()
-            ) { stream in
-                stream.close()
-            }
-            try sync.addHandler(recorder)
-            return NIOLoopBound(multiplexer, eventLoop: channel.eventLoop)
-        }.get()
         return H2TestClient(channel: channel, multiplexer: multiplexer, recorder: recorder)
     }
 
