@@ -14,8 +14,8 @@ final class TestClock: Sendable {
 }
 
 @Suite struct APNSTokenProviderTests {
-    static func makeKey() throws -> APNSSigningKey {
-        try APNSSigningKey(p8PEM: P256.Signing.PrivateKey().pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
+    static func makeKey(_ privateKey: P256.Signing.PrivateKey = P256.Signing.PrivateKey()) throws -> APNSSigningKey {
+        try APNSSigningKey(p8PEM: privateKey.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456")
     }
 
     static func decode(_ part: Substring) throws -> Data {
@@ -25,7 +25,8 @@ final class TestClock: Sendable {
     }
 
     @Test func jwtHasES256HeaderClaimsAndAVerifyingSignature() throws {
-        let key = try Self.makeKey()
+        let privateKey = P256.Signing.PrivateKey()
+        let key = try Self.makeKey(privateKey)
         let clock = TestClock()
         let provider = APNSTokenProvider(key: key, now: clock.now)
         let token = try provider.token()
@@ -42,7 +43,7 @@ final class TestClock: Sendable {
         let signature = try P256.Signing.ECDSASignature(rawRepresentation: Self.decode(parts[2]))
         #expect(signature.rawRepresentation.count == 64)
         let signed = Data((parts[0] + "." + parts[1]).utf8)
-        #expect(key.privateKey.publicKey.isValidSignature(signature, for: signed))
+        #expect(privateKey.publicKey.isValidSignature(signature, for: signed))
         #expect(!P256.Signing.PrivateKey().publicKey.isValidSignature(signature, for: signed))
         #expect(token.authorization == "bearer " + token.jwt)
     }
