@@ -1,0 +1,46 @@
+import APNsSimulator
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// `apns-simulator`: runs the APNs simulator until SIGTERM / SIGINT.
+@main
+struct APNsSimulatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns-simulator",
+        abstract: "An HTTP/2 + TLS server that behaves like Apple's APNs provider API, for tests and benchmarks.",
+        discussion: """
+            Accepts POST /3/device/<token> like APNs, validates headers, payload and ES256 provider tokens, \
+            answers with APNs statuses and reasons, records accepted pushes and injects faults. \
+            An admin HTTP/1.1 API (GET/DELETE /admin/pushes, GET/PUT /admin/faults, GET /admin/stats, \
+            GET /admin/ca) runs on --admin-port. See docs/apns-simulator.md.
+            """
+    )
+
+    @OptionGroup var options: SimulatorOptions
+
+    func run() async throws {
+        let level = options.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "apns-simulator")
+        let simulator = APNsSimulator(configuration: try options.makeConfiguration(), logger: logger)
+        if let path = options.writeCA {
+            try simulator.writeCACertificate(to: path)
+        }
+        try await simulator.start()
+        let admin = simulator.adminPort.map { " admin http://\(options.host):\($0)/admin" } ?? " admin off"
+        // Unbuffered, so a parent process sees the line at once.
+        FileHandle.standardOutput.write(Data("apns-simulator ready: https://\(options.hostForURL):\(simulator.port)\(admin)\n".utf8))
+        let group = ServiceGroup(
+            services: [simulator],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        try await group.run()
+    }
+}

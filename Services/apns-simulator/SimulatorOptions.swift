@@ -1,0 +1,175 @@
+import APNsSimulator
+import ArgumentParser
+import Foundation
+import Logging
+
+/// Command-line options of `apns-simulator`, turned into an ``APNsSimulatorConfiguration`` in one place.
+struct SimulatorOptions: ParsableArguments {
+    @Option(help: "Interface to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "HTTP/2 port (0 = any free port). APNs itself uses 443 and 2197.")
+    var port: Int = 2197
+
+    @Option(name: .customLong("admin-port"), help: "Admin HTTP/1.1 port (0 = any free port).")
+    var adminPort: Int = 2198
+
+    @Flag(name: .customLong("no-admin"), help: "Do not start the admin API.")
+    var noAdmin = false
+
+    @Option(help: "PEM certificate chain (leaf first). Without --cert/--key a CA and certificate are generated.")
+    var cert: String?
+
+    @Option(help: "PEM private key for --cert.")
+    var key: String?
+
+    @Option(name: .customLong("write-ca"), help: "Write the CA certificate clients must trust to this PEM file.")
+    var writeCA: String?
+
+    @Option(
+        name: .customLong("token-key"),
+        help: "Accepted JWT key as TEAM_ID:KEY_ID:PATH; PATH is a .p8 private key or a public key PEM. Repeatable."
+    )
+    var tokenKeys: [String] = []
+
+    @Option(help: "sandbox (adds apns-unique-id to 200 answers) or production.")
+    var environment: String = "sandbox"
+
+    @Flag(name: .customLong("allow-unauthenticated"), help: "Accept requests without an authorization header.")
+    var allowUnauthenticated = false
+
+    @Option(name: .customLong("client-ca"), help: "PEM CA for client certificates (certificate auth instead of JWT).")
+    var clientCA: String?
+
+    @Flag(name: .customLong("require-client-certificate"), help: "Refuse TLS clients without a certificate (needs --client-ca).")
+    var requireClientCertificate = false
+
+    @Option(name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS announced.")
+    var maxConcurrentStreams: Int = 1000
+
+    @Flag(name: .customLong("ramp-up-streams"), help: "Announce 1 stream until the first authenticated success, like APNs.")
+    var rampUpStreams = false
+
+    @Option(name: .customLong("max-recorded"), help: "Accepted pushes kept in memory (oldest dropped).")
+    var maxRecorded: Int = 100_000
+
+    @Option(name: .customLong("goaway-after"), help: "Fault: send GOAWAY after N streams per connection.")
+    var goAwayAfter: Int?
+
+    @Option(name: .customLong("goaway-reason"), help: "Fault: reason in the GOAWAY debug data.")
+    var goAwayReason: String = "Shutdown"
+
+    @Option(name: .customLong("drop-after"), help: "Fault: reset the TCP connection at stream N+1 per connection.")
+    var dropAfter: Int?
+
+    @Option(name: .customLong("latency-ms"), help: "Fault: answer delay, A (fixed) or A-B (uniform), in ms.")
+    var latencyMs: String?
+
+    @Option(name: .customLong("error-rate"), help: "Fault: STATUS:PROBABILITY, e.g. 503:0.1 (429, 500 or 503).")
+    var errorRate: String?
+
+    @Option(name: .customLong("unregistered"), help: "Fault: answer 410 Unregistered for this token. Repeatable.")
+    var unregistered: [String] = []
+
+    @Option(name: .customLong("bad-device-token"), help: "Fault: answer 400 BadDeviceToken for this token. Repeatable.")
+    var badDeviceTokens: [String] = []
+
+    @Option(name: .customLong("no-response-token"), help: "Fault: never answer pushes to this token. Repeatable.")
+    var noResponseTokens: [String] = []
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevelName: String = "info"
+
+    var logLevel: Logger.Level { Logger.Level(rawValue: logLevelName) ?? .info }
+
+    var hostForURL: String { host.contains(":") ? "[\(host)]" : host }
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevelName) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard APNsEnvironment(rawValue: environment) != nil else {
+            throw ValidationError("--environment must be sandbox or production")
+        }
+        guard (0...65535).contains(port), (0...65535).contains(adminPort) else {
+            throw ValidationError("--port and --admin-port must be in 0...65535")
+        }
+        guard (cert == nil) == (key == nil) else { throw ValidationError("--cert and --key go together") }
+        guard maxConcurrentStreams >= 1 else { throw ValidationError("--max-concurrent-streams must be >= 1") }
+        guard maxRecorded >= 1 else { throw ValidationError("--max-recorded must be >= 1") }
+        if requireClientCertificate && clientCA == nil {
+            throw ValidationError("--require-client-certificate needs --client-ca")
+        }
+        _ = try makeFaults()
+    }
+
+    func makeFaults() throws -> APNsSimulatorFaults {
+        var faults = APNsSimulatorFaults()
+        faults.goAwayAfterStreams = goAwayAfter
+        faults.goAwayReason = goAwayReason
+        faults.dropConnectionAfterStreams = dropAfter
+        if let latencyMs {
+            let parts = latencyMs.split(separator: "-", omittingEmptySubsequences: false).map { Double($0) }
+            switch parts.count {
+            case 1 where parts[0] != nil:
+                faults.latency = .fixed(milliseconds: parts[0]!)
+            case 2 where parts[0] != nil && parts[1] != nil:
+                faults.latency = .uniform(minimumMilliseconds: parts[0]!, maximumMilliseconds: parts[1]!)
+            default:
+                throw ValidationError("--latency-ms must be A or A-B (milliseconds), got '\(latencyMs)'")
+            }
+        }
+        if let errorRate {
+            let parts = errorRate.split(separator: ":")
+            guard parts.count == 2, let status = Int(parts[0]), let probability = Double(parts[1]) else {
+                throw ValidationError("--error-rate must be STATUS:PROBABILITY, e.g. 503:0.1, got '\(errorRate)'")
+            }
+            faults.errorRate = ErrorInjection(status: status, probability: probability)
+        }
+        for token in unregistered { faults.tokenOutcomes[token] = .unregistered() }
+        for token in badDeviceTokens { faults.tokenOutcomes[token] = .badDeviceToken }
+        for token in noResponseTokens { faults.tokenOutcomes[token] = .noResponse }
+        do {
+            try faults.validate()
+        } catch let error as APNsSimulatorError {
+            throw ValidationError(error.message)
+        }
+        return faults
+    }
+
+    func makeConfiguration() throws -> APNsSimulatorConfiguration {
+        var configuration = APNsSimulatorConfiguration()
+        configuration.host = host
+        configuration.port = port
+        configuration.adminPort = noAdmin ? nil : adminPort
+        if let cert, let key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
+        configuration.environment = APNsEnvironment(rawValue: environment) ?? .sandbox
+        configuration.allowUnauthenticated = allowUnauthenticated
+        configuration.requireClientCertificate = requireClientCertificate
+        if let clientCA { configuration.trustedClientCAPEM = try readFile(clientCA, option: "--client-ca") }
+        configuration.maxConcurrentStreams = maxConcurrentStreams
+        configuration.rampUpConcurrentStreams = rampUpStreams
+        configuration.maxRecordedPushes = maxRecorded
+        configuration.faults = try makeFaults()
+        for spec in tokenKeys {
+            let parts = spec.split(separator: ":", maxSplits: 2).map(String.init)
+            guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ValidationError("--token-key must be TEAM_ID:KEY_ID:PATH, got '\(spec)'")
+            }
+            let pem = try readFile(parts[2], option: "--token-key")
+            do {
+                configuration.tokenKeys.append(try .init(teamID: parts[0], keyID: parts[1], pem: pem))
+            } catch {
+                throw ValidationError("--token-key \(parts[0]):\(parts[1]): \(parts[2]) is not a P-256 key PEM")
+            }
+        }
+        return configuration
+    }
+
+    private func readFile(_ path: String, option: String) throws -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ValidationError("\(option): cannot read \(path)")
+        }
+        return text
+    }
+}

@@ -1,1 +1,0 @@
-print("apns-simulator: not yet")

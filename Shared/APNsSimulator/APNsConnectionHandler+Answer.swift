@@ -1,0 +1,93 @@
+import Foundation
+import NIOHPACK
+
+/// The simulator's answer to one request.
+struct PushAnswer {
+    var status: Int
+    var apnsID: String
+    var uniqueID: String?
+    var reason: String?
+    /// For 410: sent as `timestamp` (ms).
+    var timestamp: Date?
+}
+
+/// Whether and when to answer.
+enum PushDecision {
+    case respond(PushAnswer, delayNanoseconds: Int64)
+    case noResponse
+}
+
+extension APNsConnectionHandler {
+    /// Runs every check and fault in order and records accepted pushes.
+    func decide(headers: HPACKHeaders, body: [UInt8], bodyLength: Int, streamID: Int) -> PushDecision {
+        let faults = core.faults
+        if faults.noResponse {
+            core.count { $0.unanswered += 1 }
+            return .noResponse
+        }
+        let now = core.clock.now()
+        var rng = SystemRandomNumberGenerator()
+        let delay = faults.latency?.sampleNanoseconds(using: &rng) ?? 0
+        let head = PushRequestHead(headers: headers)
+        let apnsID = RequestValidator.requestAPNsID(head) ?? UUID().uuidString.lowercased()
+
+        func reject(_ reason: APNsReason, timestamp: Date? = nil) -> PushDecision {
+            core.reject(reason.reason)
+            let answer = PushAnswer(status: reason.status, apnsID: apnsID, reason: reason.reason, timestamp: timestamp)
+            return .respond(answer, delayNanoseconds: delay)
+        }
+
+        let routed: RoutedPush
+        switch RequestValidator.route(head) {
+        case .failure(let reason): return reject(reason)
+        case .success(let value): routed = value
+        }
+        let authentication: Authentication
+        switch authenticate(head, now: now) {
+        case .failure(let reason): return reject(reason)
+        case .success(let value): authentication = value
+        }
+        let isToken: Bool
+        var authorizationRecord: String?
+        if case .token(let keyID) = authentication {
+            isToken = true
+            authorizationRecord = "bearer <redacted kid=\(keyID)>"
+        } else {
+            isToken = false
+        }
+        let push: ValidatedPush
+        switch RequestValidator.validate(
+            head, routed: routed, topicRequired: isToken, body: Data(body), bodyLength: bodyLength
+        ) {
+        case .failure(let reason): return reject(reason)
+        case .success(let value): push = value
+        }
+
+        if let outcome = faults.tokenOutcomes[push.deviceToken] {
+            if outcome.noResponse {
+                core.count { $0.unanswered += 1 }
+                return .noResponse
+            }
+            if outcome.status != 200 {
+                let reason = APNsReason(status: outcome.status, reason: outcome.reason)
+                return reject(reason, timestamp: outcome.status == 410 ? (outcome.timestamp ?? now) : nil)
+            }
+        }
+        if let injection = faults.errorRate, injection.isActive(at: now), injection.probability > 0,
+            Double.random(in: 0..<1, using: &rng) < injection.probability
+        {
+            return reject(APNsReason(status: injection.status, reason: injection.reason))
+        }
+
+        let uniqueID = core.environment == .sandbox ? UUID().uuidString.lowercased() : nil
+        var recordHeaders = push.recordHeaders
+        if let authorizationRecord { recordHeaders["authorization"] = authorizationRecord }
+        let record = RecordedPush(
+            deviceToken: push.deviceToken, headers: recordHeaders, payload: push.payload, receivedAt: now,
+            apnsID: apnsID, uniqueID: uniqueID, connectionID: id, streamID: streamID
+        )
+        core.state.withLock { $0.record(record) }
+        if isToken && core.rampUpConcurrentStreams { authenticatedRequestSucceeded() }
+        return .respond(PushAnswer(status: 200, apnsID: apnsID, uniqueID: uniqueID), delayNanoseconds: delay)
+    }
+}

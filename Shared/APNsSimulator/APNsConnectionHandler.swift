@@ -1,0 +1,197 @@
+import Foundation
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One client connection: counts streams for the GOAWAY / drop faults, authenticates requests (caching the
+/// verified provider token) and announces SETTINGS. Lives in the connection pipeline after the HTTP/2
+/// handler; every method runs on the connection's event loop.
+final class APNsConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    /// What happens to a newly opened stream.
+    enum StreamAdmission {
+        case process
+        case refuse
+        case connectionDropped
+    }
+
+    /// How a request authenticated.
+    enum Authentication: Equatable {
+        case token(keyID: String)
+        case certificate
+        case unauthenticated
+    }
+
+    let id: Int
+    let core: SimulatorCore
+    private var context: ChannelHandlerContext?
+    private var streamsReceived = 0
+    private var openStreams = 0
+    private var highestStreamID = HTTP2StreamID(0)
+    private var goAwayLastStreamID: HTTP2StreamID?
+    private var dropped = false
+    private var cachedAuthorization: String?
+    private var cachedToken: ProviderToken?
+    private var firstKeyID: String?
+    private var clientCertificatePresent: Bool?
+    private var announcedMaxStreams: Int
+    private var rampedUp: Bool
+
+    init(id: Int, core: SimulatorCore, initialMaxStreams: Int, rampedUp: Bool) {
+        self.id = id
+        self.core = core
+        self.announcedMaxStreams = initialMaxStreams
+        self.rampedUp = rampedUp
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        core.state.withLock { $0.closeConnection(id) }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // TLS and HTTP/2 protocol errors end the connection; nothing to answer.
+        core.logger.debug("connection error", metadata: ["apns.connection": "\(id)", "error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    // MARK: Streams
+
+    /// Called by the stream initializer for every stream the client opens.
+    func streamOpened(_ streamID: HTTP2StreamID, faults: APNsSimulatorFaults) -> StreamAdmission {
+        if dropped { return .refuse }
+        if let last = goAwayLastStreamID, streamID > last { return .refuse }
+        streamsReceived += 1
+        highestStreamID = max(highestStreamID, streamID)
+        if let limit = faults.dropConnectionAfterStreams, streamsReceived > limit {
+            drop()
+            return .connectionDropped
+        }
+        openStreams += 1
+        if let limit = faults.goAwayAfterStreams, streamsReceived >= limit, goAwayLastStreamID == nil {
+            sendGoAway(lastStreamID: streamID, reason: faults.goAwayReason)
+        }
+        return .process
+    }
+
+    /// Called when a processed stream's channel closed.
+    func streamClosed() {
+        openStreams -= 1
+        if goAwayLastStreamID != nil, openStreams <= 0, let context {
+            // Let the last response leave before closing.
+            context.eventLoop.assumeIsolated().execute {
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    /// GOAWAY with NO_ERROR and `{"reason": …}` debug data; streams up to `lastStreamID` still get answers.
+    func sendGoAway(lastStreamID: HTTP2StreamID? = nil, reason: String) {
+        guard let context, goAwayLastStreamID == nil else { return }
+        let last = lastStreamID ?? highestStreamID
+        goAwayLastStreamID = last
+        var debug = context.channel.allocator.buffer(capacity: reason.utf8.count + 16)
+        debug.writeString(#"{"reason":"\#(reason)"}"#)
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug))
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        core.count { $0.goAwaysSent += 1 }
+        if openStreams <= 0 {
+            context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
+        }
+    }
+
+    /// Abrupt close: TCP RST, no GOAWAY.
+    func drop() {
+        guard let context, !dropped else { return }
+        dropped = true
+        core.count { $0.connectionsDropped += 1 }
+        // SO_LINGER 0 turns close() into a TCP reset.
+        if let socket = context.channel as? any SocketOptionProvider {
+            socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        } else {
+            context.close(promise: nil)
+        }
+    }
+
+    /// Sends SETTINGS with a new MAX_CONCURRENT_STREAMS (only once the connection is ramped up).
+    func announceMaxConcurrentStreams(_ limit: Int) {
+        guard rampedUp, limit != announcedMaxStreams, let context else { return }
+        announcedMaxStreams = limit
+        let frame = HTTP2Frame(
+            streamID: .rootStream,
+            payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: limit)]))
+        )
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+    }
+
+    /// After the first authenticated success with ramp-up on, raise MAX_CONCURRENT_STREAMS from 1.
+    func authenticatedRequestSucceeded() {
+        guard !rampedUp else { return }
+        rampedUp = true
+        let limit = core.maxConcurrentStreams(core.faults)
+        announcedMaxStreams = 0
+        announceMaxConcurrentStreams(limit)
+    }
+
+    // MARK: Authentication
+
+    /// Token auth (JWT), or certificate auth, or nothing when allowed.
+    func authenticate(_ head: PushRequestHead, now: Date) -> Result<Authentication, APNsReason> {
+        guard let authorization = head.value("authorization") else {
+            if hasClientCertificate { return .success(.certificate) }
+            if core.allowUnauthenticated { return .success(.unauthenticated) }
+            return .failure(.missingProviderToken)
+        }
+        let token: ProviderToken
+        if authorization == cachedAuthorization, let cachedToken {
+            token = cachedToken
+        } else {
+            switch ProviderToken.verify(authorization: authorization[...], keys: core.keys) {
+            case .failure(let reason):
+                return .failure(reason)
+            case .success(let verified):
+                token = verified
+                cachedAuthorization = authorization
+                cachedToken = verified
+            }
+        }
+        let age = now.timeIntervalSince1970 - Double(token.issuedAt)
+        if age > 3600 { return .failure(.expiredProviderToken) }
+        if age < -300 { return .failure(.invalidProviderToken) }
+        if let firstKeyID, firstKeyID != token.keyID { return .failure(.unrelatedKeyIdInToken) }
+        if let refusal = core.state.withLock({ $0.checkTokenUpdate(token, now: now) }) {
+            return .failure(refusal)
+        }
+        firstKeyID = token.keyID
+        return .success(.token(keyID: token.keyID))
+    }
+
+    private var hasClientCertificate: Bool {
+        if let clientCertificatePresent { return clientCertificatePresent }
+        let present: Bool
+        if let context, let tls = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self) {
+            present = tls.peerCertificate != nil
+        } else {
+            present = false
+        }
+        clientCertificatePresent = present
+        return present
+    }
+}

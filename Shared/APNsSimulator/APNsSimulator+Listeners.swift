@@ -1,0 +1,141 @@
+import Foundation
+import NIOCore
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+extension APNsSimulator {
+    /// TLS settings: ALPN h2, TLS 1.2+, optional client certificates.
+    static func makeTLSContext(
+        _ certificates: SimulatorCertificates,
+        configuration: APNsSimulatorConfiguration
+    ) throws -> NIOSSLContext {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificates.chain.map { .certificate($0) },
+            privateKey: .privateKey(certificates.privateKey)
+        )
+        tls.applicationProtocols = ["h2"]
+        tls.minimumTLSVersion = .tlsv12
+        if let caPEM = configuration.trustedClientCAPEM {
+            do {
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(caPEM.utf8)))
+            } catch {
+                throw APNsSimulatorError.invalidConfiguration("trustedClientCAPEM is not PEM: \(error)")
+            }
+            tls.certificateVerification = configuration.requireClientCertificate ? .noHostnameVerification : .optionalVerification
+        } else if configuration.requireClientCertificate {
+            throw APNsSimulatorError.invalidConfiguration("requireClientCertificate needs trustedClientCAPEM")
+        }
+        do {
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw APNsSimulatorError.invalidConfiguration("TLS setup failed: \(error)")
+        }
+    }
+
+    /// Sets up one accepted connection: TLS, HTTP/2, the connection handler and per-stream handlers.
+    static func initializeConnection(
+        _ channel: any Channel,
+        core: SimulatorCore,
+        sslContext: NIOSSLContext
+    ) throws {
+        let faults = core.faults
+        let limit = core.maxConcurrentStreams(faults)
+        let initialLimit = core.rampUpConcurrentStreams ? 1 : limit
+        let loop = channel.eventLoop
+        let handle = core.state.withLock { state in
+            state.openConnection { id in
+                let handler = APNsConnectionHandler(
+                    id: id, core: core, initialMaxStreams: initialLimit, rampedUp: !core.rampUpConcurrentStreams
+                )
+                return ConnectionHandle(id: id, channel: channel, handler: NIOLoopBound(handler, eventLoop: loop))
+            }
+        }
+        guard let handle else {
+            channel.close(promise: nil)
+            return
+        }
+        let connection = handle.handler.value
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+        var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+        connectionConfiguration.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: initialLimit),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 8192),
+            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+        ]
+        connectionConfiguration.targetWindowSize = 1 << 24
+        var streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
+        streamConfiguration.targetWindowSize = 1 << 20
+        let bound = handle.handler
+        _ = try sync.configureHTTP2Pipeline(
+            mode: .server,
+            connectionConfiguration: connectionConfiguration,
+            streamConfiguration: streamConfiguration
+        ) { stream in
+            stream.getOption(HTTP2StreamChannelOptions.streamID).flatMapThrowing { streamID in
+                let connection = bound.value
+                switch connection.streamOpened(streamID, faults: connection.core.faults) {
+                case .process:
+                    stream.closeFuture.assumeIsolated().whenComplete { _ in bound.value.streamClosed() }
+                    try stream.pipeline.syncOperations.addHandler(
+                        PushStreamHandler(streamID: Int(streamID), connection: connection)
+                    )
+                case .refuse:
+                    stream.writeAndFlush(HTTP2Frame.FramePayload.rstStream(.refusedStream), promise: nil)
+                case .connectionDropped:
+                    break
+                }
+            }
+        }
+        try sync.addHandler(connection)
+    }
+
+    /// Binds the HTTP/2 listener and the admin listener.
+    func bind() async throws -> (server: any Channel, admin: (any Channel)?, port: Int, adminPort: Int?) {
+        let certificates = try self.certificatesResult.get()
+        let sslContext = try Self.makeTLSContext(certificates, configuration: configuration)
+        let core = self.core
+        let server: any Channel
+        do {
+            server = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try Self.initializeConnection(channel, core: core, sslContext: sslContext)
+                    }
+                }
+                .bind(host: configuration.host, port: configuration.port)
+                .get()
+        } catch {
+            throw APNsSimulatorError(
+                code: .startFailed, message: "cannot listen on \(configuration.host):\(configuration.port): \(error)",
+                isRetryable: true
+            )
+        }
+        guard let port = server.localAddress?.port else {
+            try? await server.close()
+            throw APNsSimulatorError(code: .startFailed, message: "listener has no local port")
+        }
+        var admin: (any Channel)?
+        var adminPort: Int?
+        if let requested = configuration.adminPort {
+            do {
+                let channel = try await AdminServer.bind(
+                    group: group, host: configuration.host, port: requested,
+                    api: AdminAPI(core: core, caCertificatePEM: certificates.caCertificatePEM)
+                )
+                admin = channel
+                adminPort = channel.localAddress?.port
+            } catch {
+                try? await server.close()
+                throw APNsSimulatorError(
+                    code: .startFailed, message: "cannot listen on admin port \(requested): \(error)", isRetryable: true
+                )
+            }
+        }
+        return (server, admin, port, adminPort)
+    }
+}

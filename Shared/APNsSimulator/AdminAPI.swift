@@ -1,0 +1,116 @@
+import Foundation
+
+/// The admin HTTP API, independent of the transport: `GET/DELETE /admin/pushes`, `GET/PUT /admin/faults`,
+/// `GET /admin/stats`, `GET /admin/ca`.
+struct AdminAPI: Sendable {
+    struct Response: Sendable {
+        var status: Int
+        var contentType: String
+        var body: String
+
+        static func json(_ status: Int, _ body: String) -> Response {
+            Response(status: status, contentType: "application/json", body: body)
+        }
+        static func error(_ status: Int, _ message: String) -> Response {
+            let encoded = (try? AdminJSON.encoder.encode(["error": message])).map { String(decoding: $0, as: UTF8.self) }
+            return .json(status, encoded ?? #"{"error":"bad request"}"#)
+        }
+    }
+
+    let core: SimulatorCore
+    let caCertificatePEM: String
+
+    func handle(method: String, uri: String, body: [UInt8]) -> Response {
+        let components = URLComponents(string: uri)
+        let path = components?.path ?? uri
+        let query = Dictionary(
+            (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last }
+        )
+        switch (method, path) {
+        case ("GET", "/admin/pushes"):
+            return listPushes(query: query)
+        case ("DELETE", "/admin/pushes"):
+            core.state.withLock { $0.pushes.removeAll() }
+            return Response(status: 204, contentType: "application/json", body: "")
+        case ("GET", "/admin/faults"):
+            return encode(core.faults)
+        case ("PUT", "/admin/faults"):
+            let faults: APNsSimulatorFaults
+            do {
+                faults = try AdminJSON.decoder.decode(APNsSimulatorFaults.self, from: Data(body))
+                try faults.validate()
+            } catch let error as APNsSimulatorError {
+                return .error(400, error.message)
+            } catch {
+                return .error(400, "faults JSON not understood: \(error)")
+            }
+            core.setFaults(faults)
+            return encode(core.faults)
+        case ("GET", "/admin/stats"):
+            return encode(core.state.withLock { $0.currentStats })
+        case ("GET", "/admin/ca"):
+            return Response(status: 200, contentType: "application/x-pem-file", body: caCertificatePEM)
+        case (_, "/admin/pushes"), (_, "/admin/faults"), (_, "/admin/stats"), (_, "/admin/ca"):
+            return .error(405, "method \(method) not allowed on \(path)")
+        default:
+            return .error(404, "no such endpoint: \(path)")
+        }
+    }
+
+    private func listPushes(query: [String: String]) -> Response {
+        var pushes = core.state.withLock { $0.pushes.elements }
+        if let token = query["token"], !token.isEmpty {
+            let wanted = token.lowercased()
+            pushes.removeAll { $0.deviceToken != wanted }
+        }
+        if let since = query["since"], !since.isEmpty {
+            guard let date = AdminJSON.parseDate(since) else {
+                return .error(400, "since must be an ISO 8601 date or milliseconds since 1970")
+            }
+            pushes.removeAll { $0.receivedAt < date }
+        }
+        return encode(pushes)
+    }
+
+    private func encode(_ value: some Encodable) -> Response {
+        do {
+            return .json(200, String(decoding: try AdminJSON.encoder.encode(value), as: UTF8.self))
+        } catch {
+            return .error(500, "encoding failed")
+        }
+    }
+}
+
+/// JSON coding of the admin API: dates as ISO 8601 with milliseconds.
+enum AdminJSON {
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+        }
+        return encoder
+    }()
+
+    static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            if let ms = try? container.decode(Double.self) { return Date(timeIntervalSince1970: ms / 1000) }
+            let text = try container.decode(String.self)
+            guard let date = parseDate(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ISO 8601 date: \(text)")
+            }
+            return date
+        }
+        return decoder
+    }()
+
+    /// ISO 8601 (with or without fractional seconds) or milliseconds since 1970.
+    static func parseDate(_ text: String) -> Date? {
+        if let ms = Double(text), ms.isFinite { return Date(timeIntervalSince1970: ms / 1000) }
+        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return date }
+        return try? Date.ISO8601FormatStyle().parse(text)
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// A push the simulator accepted (answered 200), as the device would receive it.
+public struct RecordedPush: Sendable, Codable, Equatable {
+    /// The device token from the path, lowercased.
+    public var deviceToken: String
+    /// Request headers: every `apns-*` header plus `content-type`; `authorization` is replaced by
+    /// `"bearer <redacted kid=…>"`.
+    public var headers: [String: String]
+    /// The JSON payload, as sent.
+    public var payload: String
+    /// When the simulator received the request (simulator clock).
+    public var receivedAt: Date
+    /// The `apns-id` answered (the request's, or a generated lowercase UUID).
+    public var apnsID: String
+    /// The `apns-unique-id` answered (sandbox only).
+    public var uniqueID: String?
+    /// Which connection carried it (1, 2, … in accept order).
+    public var connectionID: Int
+    /// The HTTP/2 stream ID on that connection.
+    public var streamID: Int
+
+    /// Creates a record.
+    public init(
+        deviceToken: String, headers: [String: String], payload: String, receivedAt: Date,
+        apnsID: String, uniqueID: String?, connectionID: Int, streamID: Int
+    ) {
+        self.deviceToken = deviceToken
+        self.headers = headers
+        self.payload = payload
+        self.receivedAt = receivedAt
+        self.apnsID = apnsID
+        self.uniqueID = uniqueID
+        self.connectionID = connectionID
+        self.streamID = streamID
+    }
+}
+
+/// Counters of a running simulator (`GET /admin/stats`).
+public struct APNsSimulatorStats: Sendable, Codable, Equatable {
+    /// Pushes answered 200.
+    public var accepted: Int = 0
+    /// Non-200 answers by reason.
+    public var rejected: [String: Int] = [:]
+    /// Connections accepted since start.
+    public var connectionsOpened: Int = 0
+    /// Connections open now.
+    public var connectionsOpen: Int = 0
+    /// GOAWAY frames sent by fault injection or shutdown.
+    public var goAwaysSent: Int = 0
+    /// Connections closed abruptly by fault injection.
+    public var connectionsDropped: Int = 0
+    /// Streams left unanswered on purpose (`noResponse`).
+    public var unanswered: Int = 0
+    /// Recorded pushes discarded because the record limit was reached.
+    public var recordsDropped: Int = 0
+    /// Recorded pushes held now.
+    public var recorded: Int = 0
+
+    /// Creates zeroed stats.
+    public init() {}
+}

@@ -1,0 +1,136 @@
+import Foundation
+import NIOHPACK
+
+/// The request line and headers of one push, split into what the validator needs.
+struct PushRequestHead: Sendable {
+    var method: String?
+    var path: String?
+    /// Regular (non-pseudo) headers, names lowercased, in order.
+    var fields: [(name: String, value: String)] = []
+
+    init(headers: HPACKHeaders) {
+        for (name, value, _) in headers {
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            case _ where name.hasPrefix(":"): break
+            default: fields.append((name.lowercased(), value))
+            }
+        }
+    }
+
+    func value(_ name: String) -> String? {
+        fields.first(where: { $0.name == name })?.value
+    }
+}
+
+/// What passed the checks that come before authentication.
+struct RoutedPush: Sendable {
+    var deviceToken: String
+}
+
+/// A push that passed every check.
+struct ValidatedPush: Sendable {
+    var deviceToken: String
+    var recordHeaders: [String: String]
+    var payload: String
+}
+
+/// APNs request validation, in the order: method, path, device token, duplicate headers (then the caller
+/// checks authentication), then headers and payload. Each failure is the status and reason APNs answers.
+enum RequestValidator {
+    /// Largest payload for `apns-push-type: voip`.
+    static let voipPayloadLimit = 5120
+    /// Largest payload for every other push type.
+    static let payloadLimit = 4096
+    /// Push types APNs knows.
+    static let knownPushTypes: Set<String> = [
+        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
+        "pushtotalk", "widgets", "controls",
+    ]
+
+    /// The `apns-id` to answer with: the request's if it is a UUID, else nil (the caller generates one).
+    static func requestAPNsID(_ head: PushRequestHead) -> String? {
+        guard let id = head.value("apns-id"), isUUID(id) else { return nil }
+        return id
+    }
+
+    /// Method, path, token format and duplicate headers.
+    static func route(_ head: PushRequestHead) -> Result<RoutedPush, APNsReason> {
+        guard head.method == "POST" else { return .failure(.methodNotAllowed) }
+        guard let path = head.path else { return .failure(.badPath) }
+        let prefix = "/3/device"
+        guard path.hasPrefix(prefix) else { return .failure(.badPath) }
+        let rest = path.dropFirst(prefix.count)
+        guard rest.isEmpty || rest.first == "/" else { return .failure(.badPath) }
+        let token = rest.dropFirst()
+        guard !token.isEmpty else { return .failure(.missingDeviceToken) }
+        guard DeviceToken.isValid(token) else { return .failure(.badDeviceToken) }
+        var seen = Set<String>()
+        for field in head.fields where !seen.insert(field.name).inserted {
+            return .failure(.duplicateHeaders)
+        }
+        return .success(RoutedPush(deviceToken: token.lowercased()))
+    }
+
+    /// Header values and payload. `topicRequired` is true with token authentication.
+    static func validate(
+        _ head: PushRequestHead,
+        routed: RoutedPush,
+        topicRequired: Bool,
+        body: Data,
+        bodyLength: Int
+    ) -> Result<ValidatedPush, APNsReason> {
+        let topic = head.value("apns-topic")
+        let pushType = head.value("apns-push-type")
+        if topicRequired && (topic?.isEmpty ?? true) { return .failure(.missingTopic) }
+        if let topic, topic.isEmpty || topic.utf8.count > 255 || topic.contains(where: { $0 == " " }) {
+            return .failure(.badTopic)
+        }
+        if let pushType, !knownPushTypes.contains(pushType) { return .failure(.invalidPushType) }
+        if let topic {
+            // VoIP pushes go to `<bundle>.voip` and only VoIP pushes do (see docs/apns-simulator.md).
+            let voipTopic = topic.hasSuffix(".voip")
+            if let pushType, (pushType == "voip") != voipTopic {
+                return .failure(.invalidPushType)
+            }
+        }
+        if let priority = head.value("apns-priority"), !["10", "5", "1"].contains(priority) {
+            return .failure(.badPriority)
+        }
+        if let expiration = head.value("apns-expiration"),
+            expiration.isEmpty || expiration.utf8.count > 12 || !expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        {
+            return .failure(.badExpirationDate)
+        }
+        if let id = head.value("apns-id"), !isUUID(id) { return .failure(.badMessageId) }
+        if let collapse = head.value("apns-collapse-id"), collapse.utf8.count > 64 { return .failure(.badCollapseId) }
+        if bodyLength == 0 { return .failure(.payloadEmpty) }
+        let limit = pushType == "voip" ? voipPayloadLimit : payloadLimit
+        if bodyLength > limit { return .failure(.payloadTooLarge) }
+        // APNs documents no reason for malformed JSON; PayloadEmpty ("no usable payload") is the closest.
+        guard let payload = String(bytes: body, encoding: .utf8),
+            (try? JSONSerialization.jsonObject(with: body)) is [String: Any]
+        else { return .failure(.payloadEmpty) }
+
+        var record: [String: String] = [:]
+        for field in head.fields where field.name.hasPrefix("apns-") || field.name == "content-type" {
+            record[field.name] = field.value
+        }
+        return .success(ValidatedPush(deviceToken: routed.deviceToken, recordHeaders: record, payload: payload))
+    }
+
+    /// 8-4-4-4-12 hex digits.
+    static func isUUID(_ text: String) -> Bool {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 36 else { return false }
+        for (index, byte) in utf8.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                if byte != UInt8(ascii: "-") { return false }
+            } else if !((byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)) {
+                return false
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// A registered connection, so faults and shutdown can reach it from any thread.
+struct ConnectionHandle: Sendable {
+    let id: Int
+    let channel: any Channel
+    let handler: NIOLoopBound<APNsConnectionHandler>
+}
+
+/// What every connection of one simulator shares: immutable settings plus the state behind a lock.
+final class SimulatorCore: Sendable {
+    let state: Mutex<SimulatorState>
+    let keys: [String: APNsSimulatorConfiguration.TokenKey]
+    let environment: APNsEnvironment
+    let clock: APNsSimulatorClock
+    let allowUnauthenticated: Bool
+    let baseMaxConcurrentStreams: Int
+    let rampUpConcurrentStreams: Bool
+    let logger: Logger
+
+    init(configuration: APNsSimulatorConfiguration, logger: Logger) {
+        self.state = Mutex(
+            SimulatorState(faults: configuration.faults, maxRecordedPushes: configuration.maxRecordedPushes)
+        )
+        self.keys = Dictionary(configuration.tokenKeys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
+        self.environment = configuration.environment
+        self.clock = configuration.clock
+        self.allowUnauthenticated = configuration.allowUnauthenticated
+        self.baseMaxConcurrentStreams = max(1, min(configuration.maxConcurrentStreams, Int(Int32.max)))
+        self.rampUpConcurrentStreams = configuration.rampUpConcurrentStreams
+        self.logger = logger
+    }
+
+    var faults: APNsSimulatorFaults {
+        state.withLock { $0.faults }
+    }
+
+    /// The `MAX_CONCURRENT_STREAMS` connections should announce once authenticated.
+    func maxConcurrentStreams(_ faults: APNsSimulatorFaults) -> Int {
+        faults.maxConcurrentStreams ?? baseMaxConcurrentStreams
+    }
+
+    /// Replaces the faults and tells open connections about a changed stream limit.
+    func setFaults(_ faults: APNsSimulatorFaults) {
+        let normalized = faults.normalized
+        let (changed, handles) = state.withLock { state in
+            let changed = state.faults.maxConcurrentStreams != normalized.maxConcurrentStreams
+            state.faults = normalized
+            return (changed, Array(state.connections.values))
+        }
+        guard changed else { return }
+        let limit = maxConcurrentStreams(normalized)
+        for handle in handles {
+            handle.channel.eventLoop.execute {
+                handle.handler.value.announceMaxConcurrentStreams(limit)
+            }
+        }
+    }
+
+    func reject(_ reason: String) {
+        state.withLock { $0.reject(reason) }
+    }
+
+    func count(_ update: (inout APNsSimulatorStats) -> Void) {
+        state.withLock { update(&$0.stats) }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// The shared mutable state of a simulator: faults, records, stats and provider-token bookkeeping.
+/// A value type kept behind a `Mutex` in ``SimulatorCore``; methods return what the caller must do.
+struct SimulatorState {
+    /// The provider token currently in use for one signing key.
+    struct KeyTokenState {
+        var currentIssuedAt: Int64
+        var acceptedAt: Date
+        var previousIssuedAt: Int64?
+    }
+
+    var faults: APNsSimulatorFaults
+    var pushes: RingBuffer<RecordedPush>
+    var stats = APNsSimulatorStats()
+    var keyTokens: [String: KeyTokenState] = [:]
+    var nextConnectionID = 1
+    var connections: [Int: ConnectionHandle] = [:]
+    var stopped = false
+
+    init(faults: APNsSimulatorFaults, maxRecordedPushes: Int) {
+        self.faults = faults.normalized
+        self.pushes = RingBuffer(capacity: maxRecordedPushes)
+    }
+
+    /// APNs refuses a new token (different `iat`) for a key within 20 minutes of the previous update.
+    /// The current and the previous token of a key stay usable.
+    mutating func checkTokenUpdate(_ token: ProviderToken, now: Date) -> APNsReason? {
+        guard var state = keyTokens[token.keyID] else {
+            keyTokens[token.keyID] = KeyTokenState(currentIssuedAt: token.issuedAt, acceptedAt: now)
+            return nil
+        }
+        if token.issuedAt == state.currentIssuedAt || token.issuedAt == state.previousIssuedAt { return nil }
+        if now.timeIntervalSince(state.acceptedAt) < 20 * 60 { return .tooManyProviderTokenUpdates }
+        state.previousIssuedAt = state.currentIssuedAt
+        state.currentIssuedAt = token.issuedAt
+        state.acceptedAt = now
+        keyTokens[token.keyID] = state
+        return nil
+    }
+
+    mutating func record(_ push: RecordedPush) {
+        stats.accepted += 1
+        if pushes.append(push) { stats.recordsDropped += 1 }
+    }
+
+    mutating func reject(_ reason: String) {
+        stats.rejected[reason, default: 0] += 1
+    }
+
+    mutating func openConnection(_ makeHandle: (Int) -> ConnectionHandle) -> ConnectionHandle? {
+        guard !stopped else { return nil }
+        let id = nextConnectionID
+        nextConnectionID += 1
+        let handle = makeHandle(id)
+        connections[id] = handle
+        stats.connectionsOpened += 1
+        stats.connectionsOpen = connections.count
+        return handle
+    }
+
+    mutating func closeConnection(_ id: Int) {
+        connections[id] = nil
+        stats.connectionsOpen = connections.count
+    }
+
+    var currentStats: APNsSimulatorStats {
+        var copy = stats
+        copy.recorded = pushes.count
+        copy.connectionsOpen = connections.count
+        return copy
+    }
+}

@@ -1,0 +1,123 @@
+import APNsSimulator
+import Crypto
+import Foundation
+import Logging
+import Synchronization
+
+/// Fixed identifiers and helpers shared by the simulator tests.
+enum TestSupport {
+    static let teamID = "TEAM123456"
+    static let keyID = "KEY1234567"
+    static let topic = "com.example.rider.voip"
+    static let token = String(repeating: "ab", count: 32)
+    static let otherToken = String(repeating: "cd", count: 32)
+    static let payload = #"{"aps":{},"callId":"1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b","caller":"Driver Tanaka"}"#
+
+    static var logger: Logger {
+        var logger = Logger(label: "apns-simulator-tests")
+        logger.logLevel = .warning
+        return logger
+    }
+
+    /// A signing key and its JWTs.
+    struct Signer: Sendable {
+        /// Raw bytes: swift-crypto keys are not Sendable on Linux.
+        private let keyBytes = P256.Signing.PrivateKey().rawRepresentation
+        var key: P256.Signing.PrivateKey {
+            (try? P256.Signing.PrivateKey(rawRepresentation: keyBytes)) ?? P256.Signing.PrivateKey()
+        }
+        var teamID = TestSupport.teamID
+        var keyID = TestSupport.keyID
+        /// Like real clients, one token (one `iat`) is reused unless a test asks for another.
+        let issuedAt = Date()
+
+        var tokenKey: APNsSimulatorConfiguration.TokenKey {
+            .init(teamID: teamID, keyID: keyID, publicKey: key.publicKey)
+        }
+
+        func jwt(issuedAt: Date? = nil, keyID: String? = nil, teamID: String? = nil) -> String {
+            let issuedAt = issuedAt ?? self.issuedAt
+            let header = #"{"alg":"ES256","kid":"\#(keyID ?? self.keyID)"}"#
+            let claims = #"{"iss":"\#(teamID ?? self.teamID)","iat":\#(Int64(issuedAt.timeIntervalSince1970))}"#
+            let input = base64URL(Data(header.utf8)) + "." + base64URL(Data(claims.utf8))
+            // swift-crypto signatures are random; any valid one will do.
+            let signature = (try? key.signature(for: Data(input.utf8)))?.rawRepresentation ?? Data()
+            return input + "." + base64URL(signature)
+        }
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The headers of a correct VoIP push with token auth.
+    static func voipHeaders(jwt: String, apnsID: String? = nil) -> [(String, String)] {
+        var headers = [
+            ("authorization", "bearer \(jwt)"),
+            ("apns-push-type", "voip"),
+            ("apns-topic", topic),
+            ("apns-priority", "10"),
+            ("apns-expiration", "0"),
+        ]
+        if let apnsID { headers.append(("apns-id", apnsID)) }
+        return headers
+    }
+
+    static func path(_ token: String = TestSupport.token) -> String { "/3/device/\(token)" }
+
+    /// Starts a simulator on ephemeral ports, runs `body`, always stops it.
+    static func withSimulator<T>(
+        signer: Signer? = nil,
+        configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
+        _ body: (APNsSimulator) async throws -> T
+    ) async throws -> T {
+        var configuration = APNsSimulatorConfiguration()
+        if let signer { configuration.tokenKeys = [signer.tokenKey] }
+        configure(&configuration)
+        let simulator = APNsSimulator(configuration: configuration, logger: logger)
+        try await simulator.start()
+        do {
+            let result = try await body(simulator)
+            await simulator.stop()
+            return result
+        } catch {
+            await simulator.stop()
+            throw error
+        }
+    }
+
+    /// Connects the raw test client and closes it after `body`.
+    static func withClient<T>(_ simulator: APNsSimulator, _ body: (H2TestClient) async throws -> T) async throws -> T {
+        let client = try await H2TestClient.connect(port: simulator.port, caPEM: simulator.caCertificatePEM)
+        do {
+            let result = try await body(client)
+            await client.close()
+            return result
+        } catch {
+            await client.close()
+            throw error
+        }
+    }
+}
+
+/// A settable clock for JWT age tests.
+final class ManualClock: Sendable {
+    private let current: Mutex<Date>
+
+    init(_ start: Date = Date()) {
+        current = Mutex(start)
+    }
+
+    var now: Date { current.withLock { $0 } }
+
+    func advance(by seconds: TimeInterval) {
+        current.withLock { $0 = $0.addingTimeInterval(seconds) }
+    }
+
+    var simulatorClock: APNsSimulatorClock {
+        APNsSimulatorClock(now: { self.now })
+    }
+}
