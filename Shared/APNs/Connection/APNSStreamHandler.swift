@@ -110,6 +110,8 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let closed = event as? StreamClosedEvent {
             switch closed.reason {
             case .refusedStream?: finish(.failed(.refused))
+            // NIOHTTP2 closes open streams with CANCEL when the connection goes away.
+            case .cancel?: finish(.failed(headersWritten ? .connectionLost : .notSent))
             case let code?: finish(.failed(.reset(code)))
             case nil: finishWithResponse()
             }
@@ -119,7 +121,11 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let closed = error as? NIOHTTP2Errors.StreamClosed {
-            finish(.failed(closed.errorCode == .refusedStream ? .refused : .reset(closed.errorCode)))
+            switch closed.errorCode {
+            case .refusedStream: finish(.failed(.refused))
+            case .cancel: finish(.failed(headersWritten ? .connectionLost : .notSent))
+            default: finish(.failed(.reset(closed.errorCode)))
+            }
         } else if error is NIOHTTP2Errors.CreatedStreamAfterGoaway {
             finish(.failed(.refused))
         } else {
