@@ -1,0 +1,291 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOPosix
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+
+/// The APNs VoIP push client: HTTP/2 over TLS, several apps with their own credentials, a connection
+/// pool per (credential, environment), typed outcomes.
+///
+/// Use it directly (``send(_:)`` / ``shutdown()``) or run it in a `ServiceGroup`: on graceful shutdown it
+/// stops taking pushes, lets in-flight ones finish (bounded by `shutdownDrainTimeout`), then closes.
+public final class APNSClient: Service, Sendable {
+    struct AppEntry: Sendable {
+        let topic: String
+        let tokenProvider: APNSTokenProvider?
+        let pools: [APNSEnvironment: APNSConnectionPool]
+    }
+
+    private struct Lifecycle {
+        var accepting = true
+        var inFlight = 0
+        var drainWaiter: CheckedContinuation<Void, Never>?
+        var shutDown = false
+    }
+
+    /// The configuration in use.
+    public let configuration: APNSClientConfiguration
+    private let apps: [APNSAppID: AppEntry]
+    private let pools: [APNSConnectionPool]
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let lifecycle = Mutex(Lifecycle())
+
+    /// Creates a client. No I/O happens until the first push (connections open lazily).
+    ///
+    /// - Parameters:
+    ///   - apps: app name → bundle id and credentials. Apps with the same `.p8` key share its token and connections.
+    ///   - eventLoopGroup: defaults to NIO's shared singleton group.
+    ///   - now: wall clock for provider tokens (injectable for tests).
+    /// - Throws: ``APNSCredentialError`` naming the bad setting or credential.
+    public init(
+        configuration: APNSClientConfiguration,
+        apps: [APNSAppID: APNSApp],
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "callpush.apns"),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) throws(APNSCredentialError) {
+        try configuration.validate()
+        guard !apps.isEmpty else { throw APNSCredentialError(.invalidConfiguration, "no APNs apps configured") }
+        self.configuration = configuration
+        self.group = eventLoopGroup
+        self.logger = logger
+
+        func makeContext(_ certificate: APNSClientCertificate?) throws(APNSCredentialError) -> NIOSSLContext {
+            let tls = try configuration.makeTLSConfiguration(clientCertificate: certificate)
+            do {
+                return try NIOSSLContext(configuration: tls)
+            } catch {
+                throw APNSCredentialError(.invalidCertificate, "cannot build TLS context: \(error)")
+            }
+        }
+
+        var tokenProviders: [String: APNSTokenProvider] = [:]
+        var poolsByCredential: [String: [APNSEnvironment: APNSConnectionPool]] = [:]
+        var tokenContext: NIOSSLContext?
+        var entries: [APNSAppID: AppEntry] = [:]
+        for (appID, app) in apps.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            guard !app.bundleID.isEmpty, !app.bundleID.contains(where: { $0.isWhitespace }) else {
+                throw APNSCredentialError(.invalidConfiguration, "app \(appID): bundle id must be non-empty without spaces")
+            }
+            let credentialName: String
+            let context: NIOSSLContext
+            var provider: APNSTokenProvider?
+            switch app.credentials {
+            case .token(let key):
+                credentialName = "token-\(key.teamID)-\(key.keyID)"
+                if tokenContext == nil { tokenContext = try makeContext(nil) }
+                context = tokenContext!
+                provider = tokenProviders[credentialName] ?? APNSTokenProvider(key: key, renewAfter: configuration.tokenRenewAfter, now: now)
+                tokenProviders[credentialName] = provider
+            case .certificate(let certificate):
+                credentialName = "cert-\(appID.rawValue)"
+                context = try makeContext(certificate)
+            }
+            var pools = poolsByCredential[credentialName] ?? [:]
+            for environment in APNSEnvironment.allCases where pools[environment] == nil {
+                pools[environment] = APNSConnectionPool(
+                    name: "\(credentialName)-\(environment.rawValue)",
+                    endpoint: configuration.endpoint(for: environment), tlsContext: context,
+                    group: eventLoopGroup, configuration: configuration, logger: logger)
+            }
+            poolsByCredential[credentialName] = pools
+            entries[appID] = AppEntry(topic: app.voipTopic, tokenProvider: provider, pools: pools)
+        }
+        self.apps = entries
+        self.pools = poolsByCredential.values.flatMap { $0.values }
+    }
+
+    /// Sends one VoIP push and returns its one outcome. Never throws, never waits past the push's deadline
+    /// (its `timeout` or the configured `requestTimeout`), retries refused streams and an expired provider
+    /// token transparently within that deadline.
+    public func send(_ push: APNSVoIPPush) async -> APNSOutcome {
+        let start = ContinuousClock.now
+        let apnsID = push.apnsID.uuidString.lowercased()
+        func failure(_ error: APNSError, attempts: Int) -> APNSOutcome {
+            APNSOutcome(error: error, apnsID: apnsID, latency: ContinuousClock.now - start, attempts: attempts)
+        }
+        guard beginPush() else {
+            return failure(APNSError(.shuttingDown, "the APNs client is shutting down"), attempts: 0)
+        }
+        defer { endPush() }
+        guard let app = apps[push.app] else {
+            return failure(APNSError(.unknownApp, "no credentials configured for app \(push.app)"), attempts: 0)
+        }
+        do throws(APNSError) {
+            try push.validate()
+        } catch {
+            return failure(error, attempts: 0)
+        }
+        guard let pool = app.pools[push.environment] else {
+            return failure(APNSError(.unknownApp, "no pool for \(push.environment)"), attempts: 0)
+        }
+        let deadline = NIODeadline.now() + .nanoseconds((push.timeout ?? configuration.requestTimeout).nanoseconds)
+        var attempts = 0
+        var renewedToken = false
+        while true {
+            var token: APNSTokenProvider.Token?
+            if let provider = app.tokenProvider {
+                do throws(APNSError) {
+                    token = try provider.token()
+                } catch {
+                    return failure(error, attempts: attempts)
+                }
+            }
+            let lease: APNSConnectionPool.Lease
+            switch await pool.lease(deadline: deadline) {
+            case .success(let value): lease = value
+            case .failure(let error): return failure(error, attempts: attempts)
+            }
+            attempts += 1
+            let headers = makeHeaders(push, apnsID: apnsID, topic: app.topic, authority: pool.endpoint.authority, token: token)
+            let result: APNSStreamResult
+            do {
+                result = try await lease.connection.execute(headers: headers, body: push.payload, deadline: deadline).get()
+            } catch {
+                result = .failed(.notSent)  // not reachable: the future always succeeds
+            }
+            pool.release(lease)
+
+            switch result {
+            case .response(let status, let responseID, let uniqueID, let body):
+                let (reason, timestamp) = status == 200 ? (nil, nil) : Self.parseErrorBody(body)
+                if reason == .expiredProviderToken, !renewedToken, let provider = app.tokenProvider, let token,
+                    NIODeadline.now() < deadline, provider.reportExpired(generation: token.generation)
+                {
+                    renewedToken = true
+                    logger.info("provider token expired, retrying with a renewed token", metadata: ["apns.key": "\(provider.key.keyID)"])
+                    continue
+                }
+                let outcome = APNSOutcome(
+                    status: status, reason: reason, apnsID: responseID ?? apnsID, uniqueID: uniqueID, timestamp: timestamp,
+                    latency: ContinuousClock.now - start, attempts: attempts)
+                if status != 200 {
+                    logger.debug(
+                        "APNs rejected a push",
+                        metadata: ["apns.status": "\(status)", "apns.reason": "\(outcome.code)", "apns.token": "\(tokenPrefix(push.deviceToken))"])
+                }
+                return outcome
+            case .failed(let failure):
+                switch failure {
+                case .refused, .notSent:
+                    if NIODeadline.now() < deadline, attempts < 16 { continue }
+                    return Self.outcome(failure, apnsID: apnsID, start: start, attempts: attempts)
+                default:
+                    return Self.outcome(failure, apnsID: apnsID, start: start, attempts: attempts)
+                }
+            }
+        }
+    }
+
+    /// Stops taking pushes, waits for in-flight ones (at most `shutdownDrainTimeout`), closes all connections.
+    /// Idempotent.
+    public func shutdown() async {
+        let alreadyDraining = lifecycle.withLock { state -> Bool in
+            defer { state.accepting = false }
+            return !state.accepting
+        }
+        if !alreadyDraining {
+            logger.info("APNs client draining in-flight pushes")
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = lifecycle.withLock { state -> Bool in
+                if state.inFlight == 0 || state.drainWaiter != nil { return true }
+                state.drainWaiter = continuation
+                return false
+            }
+            if resumeNow {
+                continuation.resume()
+                return
+            }
+            group.any().scheduleTask(in: .nanoseconds(configuration.shutdownDrainTimeout.nanoseconds)) { [self] in
+                let waiter = self.lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
+                    defer { state.drainWaiter = nil }
+                    return state.drainWaiter
+                }
+                waiter?.resume()
+            }
+        }
+        let first = lifecycle.withLock { state -> Bool in
+            defer { state.shutDown = true }
+            return !state.shutDown
+        }
+        guard first else { return }
+        for pool in pools { await pool.shutdown() }
+        logger.info("APNs client stopped")
+    }
+
+    /// `Service`: runs until graceful shutdown (or cancellation), then ``shutdown()``.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    // MARK: - Internals
+
+    private func beginPush() -> Bool {
+        lifecycle.withLock { state in
+            guard state.accepting else { return false }
+            state.inFlight += 1
+            return true
+        }
+    }
+
+    private func endPush() {
+        let waiter = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.inFlight -= 1
+            guard !state.accepting, state.inFlight == 0 else { return nil }
+            defer { state.drainWaiter = nil }
+            return state.drainWaiter
+        }
+        waiter?.resume()
+    }
+
+    private func makeHeaders(
+        _ push: APNSVoIPPush, apnsID: String, topic: String, authority: String, token: APNSTokenProvider.Token?
+    ) -> HPACKHeaders {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(10)
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":authority", value: authority)
+        headers.add(name: ":path", value: "/3/device/" + push.deviceToken, indexing: .nonIndexable)
+        headers.add(name: "apns-push-type", value: "voip")
+        headers.add(name: "apns-topic", value: topic)
+        headers.add(name: "apns-priority", value: "10")
+        headers.add(name: "apns-expiration", value: push.expiration.headerValue, indexing: .nonIndexable)
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
+        if let token {
+            headers.add(name: "authorization", value: token.authorization)
+        }
+        return headers
+    }
+
+    private struct ErrorBody: Decodable {
+        var reason: String?
+        var timestamp: Int64?
+    }
+
+    static func parseErrorBody(_ body: ByteBuffer?) -> (APNSReason?, Date?) {
+        guard let body, body.readableBytes > 0,
+            let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(body.readableBytesView))
+        else { return (nil, nil) }
+        let timestamp = decoded.timestamp.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+        return (decoded.reason.map(APNSReason.init(rawValue:)), timestamp)
+    }
+
+    private static func outcome(_ failure: APNSStreamFailure, apnsID: String, start: ContinuousClock.Instant, attempts: Int) -> APNSOutcome {
+        let error: APNSError
+        switch failure {
+        case .timeout: error = APNSError(.timeout, "no response before the deadline")
+        case .connectionLost: error = APNSError(.connectionLost, "connection lost before the response; the push may have been delivered")
+        case .refused, .notSent: error = APNSError(.refusedStream, "stream refused and no time left to retry")
+        case .reset(let code): error = APNSError(.streamReset, "stream reset by server: \(code)")
+        case .protocolError: error = APNSError(.protocolError, "invalid response from server")
+        }
+        return APNSOutcome(error: error, apnsID: apnsID, latency: ContinuousClock.now - start, attempts: attempts)
+    }
+}

@@ -1,2 +1,0 @@
-// placeholder: replaced by the APNs implementation
-public enum APNsPlaceholder {}

@@ -1,0 +1,198 @@
+import Logging
+import NIOCore
+import NIOHTTP2
+import NIOSSL
+import Synchronization
+
+/// The connections to one endpoint for one credential (one TLS identity), with stream accounting.
+///
+/// Requests lease a stream (never more than the server's SETTINGS_MAX_CONCURRENT_STREAMS per
+/// connection), wait in a bounded queue up to their deadline when none is free, and release it when done.
+final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
+    typealias Waiter = CheckedContinuation<Result<(APNSConnection, Int), APNSError>, Never>
+    typealias StateMachine = APNSPoolStateMachine<APNSConnection, Waiter>
+
+    let endpoint: APNSEndpoint
+    let name: String
+    private let tlsContext: NIOSSLContext
+    private let group: any EventLoopGroup
+    private let configuration: APNSClientConfiguration
+    private let logger: Logger
+    private let state: Mutex<StateMachine>
+    private let waiterIDs = Atomic<Int>(0)
+
+    init(
+        name: String, endpoint: APNSEndpoint, tlsContext: NIOSSLContext, group: any EventLoopGroup,
+        configuration: APNSClientConfiguration, logger: Logger
+    ) {
+        self.name = name
+        self.endpoint = endpoint
+        self.tlsContext = tlsContext
+        self.group = group
+        self.configuration = configuration
+        var logger = logger
+        logger[metadataKey: "apns.pool"] = "\(name)"
+        logger[metadataKey: "apns.endpoint"] = "\(endpoint)"
+        self.logger = logger
+        self.state = Mutex(
+            StateMachine(
+                targetConnections: configuration.connectionsPerPool,
+                maxQueued: configuration.maxQueuedRequestsPerPool))
+    }
+
+    /// A leased stream slot on a connection; give it back with ``release(_:)``.
+    struct Lease: Sendable {
+        let connection: APNSConnection
+        let connectionID: Int
+    }
+
+    /// Leases a stream, waiting (bounded by `deadline`) if every connection is at its stream limit.
+    func lease(deadline: NIODeadline) async -> Result<Lease, APNSError> {
+        let (decision, actions) = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            let decision = machine.lease(now: .now(), actions: &actions)
+            return (decision, actions)
+        }
+        run(actions)
+        switch decision {
+        case .leased(let connection, let id):
+            return .success(Lease(connection: connection, connectionID: id))
+        case .fail(let error):
+            return .failure(error)
+        case .wait:
+            break
+        }
+        let waiterID = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
+        let result = await withCheckedContinuation { (continuation: Waiter) in
+            let actions = state.withLock { machine in
+                var actions = StateMachine.Actions()
+                machine.enqueue(continuation, id: waiterID, now: .now(), actions: &actions)
+                return actions
+            }
+            run(actions)
+            group.any().scheduleTask(deadline: deadline) { [self] in
+                if let (waiter, error) = state.withLock({ $0.waiterTimedOut(id: waiterID) }) {
+                    waiter.resume(returning: .failure(error))
+                }
+            }
+        }
+        return result.map { Lease(connection: $0.0, connectionID: $0.1) }
+    }
+
+    /// Returns a stream slot.
+    func release(_ lease: Lease) {
+        let actions = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            machine.release(connectionID: lease.connectionID, actions: &actions)
+            return actions
+        }
+        run(actions)
+    }
+
+    /// Fails waiters, closes every connection (in-flight streams end with `connectionLost`).
+    func shutdown() async {
+        var actions = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            machine.shutdown(actions: &actions)
+            return actions
+        }
+        let closes = actions.close
+        actions.close = []
+        run(actions)
+        for connection in closes {
+            try? await connection.close().get()
+        }
+    }
+
+    /// Current number of connections (any state), for tests and metrics.
+    var connectionCount: Int { state.withLock { $0.entries.count } }
+
+    // MARK: - Connection events
+
+    func connectionMaxStreamsChanged(id: Int, maxStreams: Int) {
+        let actions = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            machine.maxStreamsChanged(id: id, maxStreams: maxStreams, actions: &actions)
+            return actions
+        }
+        run(actions)
+    }
+
+    func connectionGoAway(id: Int, lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, reason: String?) {
+        logger.info(
+            "APNs sent GOAWAY",
+            metadata: [
+                "apns.connection": "\(id)", "apns.last_stream": "\(lastStreamID)",
+                "apns.error_code": "\(errorCode)", "apns.reason": "\(reason ?? "-")",
+            ])
+        let actions = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            machine.goAway(id: id, now: .now(), actions: &actions)
+            return actions
+        }
+        run(actions)
+    }
+
+    func connectionClosed(id: Int, error: APNSError?) {
+        logger.debug("APNs connection closed", metadata: ["apns.connection": "\(id)", "apns.error": "\(error.map { "\($0)" } ?? "-")"])
+        let actions = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            machine.closed(id: id, now: .now(), actions: &actions)
+            return actions
+        }
+        run(actions)
+    }
+
+    // MARK: - Actions
+
+    private func run(_ actions: StateMachine.Actions) {
+        if actions.isEmpty { return }
+        for (waiter, result) in actions.resume {
+            waiter.resume(returning: result)
+        }
+        for connection in actions.close {
+            connection.channel.close(promise: nil)
+        }
+        for id in actions.connect {
+            startConnecting(id: id)
+        }
+    }
+
+    private func startConnecting(id: Int) {
+        logger.debug("connecting to APNs", metadata: ["apns.connection": "\(id)"])
+        APNSConnection.connect(
+            id: id, endpoint: endpoint, tlsContext: tlsContext, eventLoop: group.next(),
+            configuration: configuration, delegate: self
+        ).whenComplete { [self] result in
+            let actions: StateMachine.Actions
+            switch result {
+            case .success(let (connection, maxStreams)):
+                logger.debug("connected to APNs", metadata: ["apns.connection": "\(id)", "apns.max_streams": "\(maxStreams)"])
+                actions = state.withLock { machine in
+                    var actions = StateMachine.Actions()
+                    machine.connected(id: id, connection: connection, maxStreams: maxStreams, actions: &actions)
+                    return actions
+                }
+            case .failure(let error):
+                let error = APNSConnectionHandler.classify(error)
+                logger.warning("connecting to APNs failed", metadata: ["apns.connection": "\(id)", "apns.error": "\(error)"])
+                let delay = backoffDelay(failures:)
+                actions = state.withLock { machine in
+                    var actions = StateMachine.Actions()
+                    machine.connectFailed(id: id, error: error, now: .now(), backoff: delay, actions: &actions)
+                    return actions
+                }
+            }
+            run(actions)
+        }
+    }
+
+    /// Exponential backoff with full jitter, capped.
+    private func backoffDelay(failures: Int) -> TimeAmount {
+        let initial = configuration.reconnectInitialBackoff.nanoseconds
+        let cap = configuration.reconnectMaximumBackoff.nanoseconds
+        let exponent = min(failures - 1, 30)
+        let ceiling = min(cap, initial.multipliedReportingOverflow(by: 1 << exponent).overflow ? cap : initial << exponent)
+        return .nanoseconds(Int64.random(in: 0...max(ceiling, 1)))
+    }
+}

@@ -1,0 +1,220 @@
+import NIOCore
+
+/// The stream accounting of one pool: which connections exist, how many streams each may carry
+/// (the server's SETTINGS_MAX_CONCURRENT_STREAMS), how many are in use, and who waits for one.
+///
+/// Pure value type behind the pool's lock; methods return what to do, the pool does the I/O.
+/// `Waiter` is generic so the logic is testable without continuations.
+struct APNSPoolStateMachine<Connection, Waiter> {
+    enum ConnectionState: Equatable {
+        case connecting
+        case ready
+        /// GOAWAY received or closing: no new streams; closed once idle.
+        case draining
+    }
+
+    struct Entry {
+        let id: Int
+        var connection: Connection?
+        var state: ConnectionState
+        var maxStreams: Int
+        var inUse: Int
+    }
+
+    enum LeaseDecision {
+        case leased(Connection, id: Int)
+        case wait
+        case fail(APNSError)
+    }
+
+    /// Actions for the pool to run outside the lock.
+    struct Actions {
+        var connect: [Int] = []
+        var resume: [(Waiter, Result<(Connection, Int), APNSError>)] = []
+        var close: [Connection] = []
+
+        var isEmpty: Bool { connect.isEmpty && resume.isEmpty && close.isEmpty }
+    }
+
+    let targetConnections: Int
+    let maxQueued: Int
+    private(set) var entries: [Entry] = []
+    private var waiterOrder = CircularBuffer<Int>()
+    private var waiters: [Int: Waiter] = [:]
+    private var nextConnectionID = 1
+    private var consecutiveFailures = 0
+    private var backoffUntil: NIODeadline?
+    private var lastConnectError: APNSError?
+    private(set) var isShutdown = false
+
+    init(targetConnections: Int, maxQueued: Int) {
+        self.targetConnections = targetConnections
+        self.maxQueued = maxQueued
+    }
+
+    var waiterCount: Int { waiters.count }
+
+    /// Fast path: a stream on the least-loaded ready connection, or `.wait` (with connects to start).
+    mutating func lease(now: NIODeadline, actions: inout Actions) -> LeaseDecision {
+        if isShutdown { return .fail(APNSError(.shuttingDown, "the APNs client is shutting down")) }
+        ensureConnections(now: now, actions: &actions)
+        if let decision = takeStream() { return decision }
+        if !hasLiveConnection, let lastConnectError {
+            // Connecting failed and we are backing off: fail fast instead of piling up requests.
+            return .fail(lastConnectError)
+        }
+        return .wait
+    }
+
+    /// Queues a waiter (after `lease` said `.wait`); it may be served at once if capacity appeared.
+    mutating func enqueue(_ waiter: Waiter, id: Int, now: NIODeadline, actions: inout Actions) {
+        switch lease(now: now, actions: &actions) {
+        case .leased(let connection, let connectionID):
+            actions.resume.append((waiter, .success((connection, connectionID))))
+        case .fail(let error):
+            actions.resume.append((waiter, .failure(error)))
+        case .wait:
+            if waiters.count >= maxQueued {
+                actions.resume.append((waiter, .failure(APNSError(.queueFull, "\(maxQueued) requests already wait for a stream"))))
+            } else {
+                waiters[id] = waiter
+                waiterOrder.append(id)
+            }
+        }
+    }
+
+    /// A waiter's deadline passed: it fails with the last connect error if any, else with a timeout.
+    mutating func waiterTimedOut(id: Int) -> (Waiter, APNSError)? {
+        guard let waiter = waiters.removeValue(forKey: id) else { return nil }
+        let error = lastConnectError ?? APNSError(.timeout, "no HTTP/2 stream became free before the deadline")
+        return (waiter, error)
+    }
+
+    /// A stream finished.
+    mutating func release(connectionID: Int, actions: inout Actions) {
+        guard let index = entries.firstIndex(where: { $0.id == connectionID }) else { return }
+        entries[index].inUse -= 1
+        if entries[index].state == .draining, entries[index].inUse == 0, let connection = entries[index].connection {
+            actions.close.append(connection)
+        }
+        serveWaiters(actions: &actions)
+    }
+
+    mutating func connected(id: Int, connection: Connection, maxStreams: Int, actions: inout Actions) {
+        guard let index = entries.firstIndex(where: { $0.id == id }) else {
+            actions.close.append(connection)
+            return
+        }
+        consecutiveFailures = 0
+        backoffUntil = nil
+        lastConnectError = nil
+        entries[index].connection = connection
+        if isShutdown {
+            entries[index].state = .draining
+            actions.close.append(connection)
+            return
+        }
+        entries[index].state = .ready
+        entries[index].maxStreams = maxStreams
+        serveWaiters(actions: &actions)
+    }
+
+    /// - Parameter backoff: the delay before the next attempt, computed by the caller from `failures`.
+    mutating func connectFailed(id: Int, error: APNSError, now: NIODeadline, backoff: (Int) -> TimeAmount, actions: inout Actions) {
+        entries.removeAll { $0.id == id }
+        consecutiveFailures += 1
+        lastConnectError = error
+        backoffUntil = now + backoff(consecutiveFailures)
+        if !hasLiveConnection {
+            // Nobody can serve the queue soon: fail it now with the real cause rather than at the deadline.
+            failAllWaiters(error, actions: &actions)
+        }
+    }
+
+    mutating func maxStreamsChanged(id: Int, maxStreams: Int, actions: inout Actions) {
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
+        entries[index].maxStreams = maxStreams
+        serveWaiters(actions: &actions)
+    }
+
+    mutating func goAway(id: Int, now: NIODeadline, actions: inout Actions) {
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
+        entries[index].state = .draining
+        if entries[index].inUse == 0, let connection = entries[index].connection {
+            actions.close.append(connection)
+        }
+        if !waiters.isEmpty { ensureConnections(now: now, actions: &actions) }
+    }
+
+    mutating func closed(id: Int, now: NIODeadline, actions: inout Actions) {
+        entries.removeAll { $0.id == id }
+        if !waiters.isEmpty {
+            ensureConnections(now: now, actions: &actions)
+            if !hasLiveConnection, let lastConnectError { failAllWaiters(lastConnectError, actions: &actions) }
+        }
+    }
+
+    mutating func shutdown(actions: inout Actions) {
+        isShutdown = true
+        failAllWaiters(APNSError(.shuttingDown, "the APNs client is shutting down"), actions: &actions)
+        for index in entries.indices {
+            entries[index].state = .draining
+            if let connection = entries[index].connection { actions.close.append(connection) }
+        }
+    }
+
+    // MARK: - Internals
+
+    private var hasLiveConnection: Bool {
+        entries.contains { $0.state != .draining }
+    }
+
+    private mutating func takeStream() -> LeaseDecision? {
+        var best: Int?
+        for index in entries.indices where entries[index].state == .ready && entries[index].inUse < entries[index].maxStreams {
+            if best == nil || entries[index].inUse < entries[best!].inUse { best = index }
+        }
+        guard let best, let connection = entries[best].connection else { return nil }
+        entries[best].inUse += 1
+        return .leased(connection, id: entries[best].id)
+    }
+
+    private mutating func ensureConnections(now: NIODeadline, actions: inout Actions) {
+        guard !isShutdown else { return }
+        if let backoffUntil, now < backoffUntil { return }
+        var live = entries.reduce(0) { $0 + ($1.state == .draining ? 0 : 1) }
+        while live < targetConnections {
+            let id = nextConnectionID
+            nextConnectionID += 1
+            entries.append(Entry(id: id, connection: nil, state: .connecting, maxStreams: 0, inUse: 0))
+            actions.connect.append(id)
+            live += 1
+        }
+    }
+
+    private mutating func serveWaiters(actions: inout Actions) {
+        while let id = waiterOrder.first {
+            guard let waiter = waiters[id] else {
+                waiterOrder.removeFirst()  // timed out earlier
+                continue
+            }
+            guard case .leased(let connection, let connectionID)? = takeStream() else { return }
+            waiterOrder.removeFirst()
+            waiters[id] = nil
+            actions.resume.append((waiter, .success((connection, connectionID))))
+        }
+    }
+
+    private mutating func failAllWaiters(_ error: APNSError, actions: inout Actions) {
+        while let id = waiterOrder.popFirst() {
+            if let waiter = waiters.removeValue(forKey: id) {
+                actions.resume.append((waiter, .failure(error)))
+            }
+        }
+    }
+}
+
+extension APNSPoolStateMachine: Sendable where Connection: Sendable, Waiter: Sendable {}
+extension APNSPoolStateMachine.Entry: Sendable where Connection: Sendable, Waiter: Sendable {}
+extension APNSPoolStateMachine.Actions: Sendable where Connection: Sendable, Waiter: Sendable {}
+extension APNSPoolStateMachine.LeaseDecision: Sendable where Connection: Sendable, Waiter: Sendable {}

@@ -1,0 +1,113 @@
+import APNsSimulator
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import Testing
+
+@testable import APNs
+
+/// An in-process simulator (port 0) plus a client trusting its CA, torn down after the body.
+struct SimulatorFixture: Sendable {
+    static let teamID = "TEAM123456"
+    static let keyID = "KEY1234567"
+    static let bundleID = "com.example.rider"
+    /// A valid-looking 32-byte hex token.
+    static func deviceToken(_ n: Int) -> String {
+        let hex = String(n, radix: 16)
+        return String(repeating: "0", count: 64 - hex.count) + hex
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "apns-tests")
+        logger.logLevel = .critical
+        return logger
+    }()
+
+    let simulator: APNsSimulator
+    let client: APNSClient
+
+    /// Starts a simulator and a client for app `"rider"`, runs `body`, then stops both.
+    static func run<T: Sendable>(
+        simulator configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
+        client configureClient: (inout APNSClientConfiguration) -> Void = { _ in },
+        now: @escaping @Sendable () -> Date = { Date() },
+        timeLimit seconds: Double = 50,
+        _ body: (SimulatorFixture) async throws -> T
+    ) async throws -> T {
+        let key = P256.Signing.PrivateKey()
+        var simulatorConfiguration = APNsSimulatorConfiguration()
+        simulatorConfiguration.adminPort = nil
+        simulatorConfiguration.tokenKeys = [.init(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
+        configure(&simulatorConfiguration)
+        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+        try await simulator.start()
+        do {
+            var configuration = APNSClientConfiguration()
+            configuration.sandboxEndpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
+            configuration.productionEndpoint = APNSEndpoint(host: "localhost", port: simulator.port)
+            configuration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
+            configuration.trustOnlyAdditionalCAs = true
+            configureClient(&configuration)
+            let signingKey = try APNSSigningKey(privateKey: key, keyID: keyID, teamID: teamID)
+            let client = try APNSClient(
+                configuration: configuration,
+                apps: ["rider": APNSApp(bundleID: bundleID, credentials: .token(signingKey))],
+                logger: logger, now: now)
+            let fixture = SimulatorFixture(simulator: simulator, client: client)
+            do {
+                let result = try await withTimeout(seconds: seconds) { try await body(fixture) }
+                await client.shutdown()
+                await simulator.stop()
+                return result
+            } catch {
+                await client.shutdown()
+                throw error
+            }
+        } catch {
+            await simulator.stop()
+            throw error
+        }
+    }
+
+    func push(token: Int = 1, payload: String = #"{"aps":{},"callId":"c1"}"#, timeout: Duration? = nil, environment: APNSEnvironment = .sandbox) -> APNSVoIPPush {
+        APNSVoIPPush(
+            app: "rider", deviceToken: Self.deviceToken(token), environment: environment,
+            payload: Array(payload.utf8), timeout: timeout)
+    }
+}
+
+struct TestTimeout: Error, CustomStringConvertible {
+    var description: String { "test body exceeded its time limit (something hung)" }
+}
+
+/// Runs `body`, failing with ``TestTimeout`` if it takes longer than `seconds`.
+func withTimeout<T: Sendable>(seconds: Double, _ body: () async throws -> T) async throws -> T {
+    try await withoutActuallyEscaping(body) { body in
+        let box = UnsafeSendableBox(body)
+        return try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await box.value() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                throw TestTimeout()
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+}
+
+/// Lets a non-escaping closure cross into the task group above; safe because the group is awaited before return.
+struct UnsafeSendableBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// Waits for `condition` to hold, checking every 5 ms, failing after `seconds`.
+func eventually(seconds: Double = 10, _ condition: () -> Bool) async throws {
+    let end = ContinuousClock.now + .seconds(seconds)
+    while !condition() {
+        if ContinuousClock.now > end { throw TestTimeout() }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
