@@ -94,7 +94,7 @@ let package = Package(
         .target(
             name: "PushWorker",
             dependencies: [
-                "CallContract", "CallpushCore", "Kafka",
+                "CallContract", "CallpushCore", "Kafka", "APNs",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -102,15 +102,21 @@ let package = Package(
             path: "Services/PushWorker"
         ),
 
-        // MARK: Programs
-        .executableTarget(
-            name: "callpush",
+        .target(
+            name: "CallpushCLI",
             dependencies: [
-                "Kafka", "CallContract", "APNsSimulator",
+                "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "PushWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            path: "Services/CallpushCLI"
+        ),
+
+        // MARK: Programs (thin mains)
+        .executableTarget(
+            name: "callpush",
+            dependencies: ["CallpushCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Services/callpush"
         ),
         .executableTarget(
@@ -136,7 +142,11 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
-        .testTarget(name: "PushWorkerTests", dependencies: ["PushWorker", "Kafka", "CallContract", "CallpushCore"], path: "Tests/PushWorkerTests"),
+        .testTarget(
+            name: "PushWorkerTests",
+            dependencies: ["PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator"],
+            path: "Tests/PushWorkerTests"
+        ),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),
         .testTarget(

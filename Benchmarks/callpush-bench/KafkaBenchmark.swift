@@ -130,8 +130,3 @@ struct KafkaBenchmark: AsyncParsableCommand {
     }
 }
 
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

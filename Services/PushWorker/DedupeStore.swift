@@ -66,7 +66,7 @@ public struct DedupeStore: Sendable {
 
 extension Duration {
     /// The duration in (fractional) seconds.
-    public var seconds: Double {
+    var seconds: Double {
         let (s, attoseconds) = components
         return Double(s) + Double(attoseconds) / 1e18
     }
