@@ -12,7 +12,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// An attempt is not started when less than this remains before the deadline.
     public var minimumRemaining: Duration
 
-    public init(base: Duration = .milliseconds(100), cap: Duration = .seconds(5), maxAttempts: Int = 8,
+    public init(base: Duration = .milliseconds(100), cap: Duration = .seconds(5), maxAttempts: Int = 20,
                 minimumRemaining: Duration = .milliseconds(50)) {
         self.base = base
         self.cap = cap

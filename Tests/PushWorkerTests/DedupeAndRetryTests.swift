@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import PushWorker
+@testable import PushWorker
 
 @Suite struct Dedupe {
     let t0 = Date(timeIntervalSince1970: 1_795_262_400)

@@ -1,5 +1,5 @@
 import Testing
-import PushWorker
+@testable import PushWorker
 
 @Suite struct OffsetTracking {
     @Test func storesOnlyBelowTheLowestUnfinished() {

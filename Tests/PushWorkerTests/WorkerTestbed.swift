@@ -11,6 +11,7 @@ import Testing
 /// The statuses seen on the status topic so far, indexed by call.
 struct StatusLog: Sendable {
     private(set) var byCall: [String: [CallStatus.State]] = [:]
+    private(set) var last: [String: CallStatus] = [:]
     private(set) var counts: [CallStatus.State: Int] = [:]
     /// Calls with at least one terminal outcome.
     private(set) var terminalCalls = 0
@@ -18,6 +19,7 @@ struct StatusLog: Sendable {
     mutating func append(_ status: CallStatus) {
         let before = terminal(status.callId).isEmpty
         byCall[status.callId, default: []].append(status.state)
+        last[status.callId] = status
         counts[status.state, default: 0] += 1
         if before && !terminal(status.callId).isEmpty { terminalCalls += 1 }
     }
@@ -33,6 +35,9 @@ struct StatusLog: Sendable {
     }
 
     func count(_ state: CallStatus.State) -> Int { counts[state] ?? 0 }
+
+    /// The most recent status of a call.
+    func latest(_ callId: String) -> CallStatus? { last[callId] }
     var total: Int { counts.values.reduce(0, +) }
 }
 
@@ -127,7 +132,7 @@ final class WorkerTestbed: Sendable {
         configuration.heartbeatInterval = .milliseconds(300)
         configuration.drainTimeout = .seconds(3)
         configuration.rebuildTimeout = .seconds(10)
-        configuration.retry = RetryPolicy(base: .milliseconds(10), cap: .milliseconds(100))
+        configuration.retry = RetryPolicy(base: .milliseconds(20), cap: .milliseconds(200), maxAttempts: 1_000)
         var logger = self.logger
         logger[metadataKey: "worker"] = "\(id)"
         let service = try PushWorkerService(configuration: configuration, sender: sender, apps: ["rider"],

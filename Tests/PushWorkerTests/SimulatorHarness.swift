@@ -1,0 +1,44 @@
+import APNs
+import APNsSimulator
+import Foundation
+import Logging
+@testable import PushWorker
+
+/// An APNs simulator with a generated token key and an APNs client that trusts its CA.
+struct SimulatorHarness {
+    let simulator: APNsSimulator
+    let client: APNSClient
+    var sender: APNsPushSender { APNsPushSender(client: client) }
+
+    static func start() async throws -> SimulatorHarness {
+        let key = APNsSimulatorTestKey()
+        var configuration = APNsSimulatorConfiguration()
+        configuration.tokenKeys = [key.tokenKey]
+        configuration.adminPort = nil
+        let logger = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
+        let simulator = APNsSimulator(configuration: configuration, logger: logger)
+        try await simulator.start()
+        var clientConfiguration = APNSClientConfiguration()
+        let endpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
+        clientConfiguration.productionEndpoint = endpoint
+        clientConfiguration.sandboxEndpoint = endpoint
+        clientConfiguration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
+        clientConfiguration.trustOnlyAdditionalCAs = true
+        clientConfiguration.requestTimeout = .seconds(2)
+        let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
+        let client = try APNSClient(configuration: clientConfiguration,
+                                    apps: ["rider": APNSApp(bundleID: "com.example.rider", credentials: .token(signingKey))],
+                                    logger: logger)
+        return SimulatorHarness(simulator: simulator, client: client)
+    }
+
+    func stop() async {
+        await client.shutdown()
+        await simulator.stop()
+    }
+
+    /// Accepted pushes for `token`.
+    func pushes(for token: String) -> [RecordedPush] {
+        simulator.pushes().filter { $0.deviceToken == token }
+    }
+}

@@ -1,0 +1,97 @@
+import APNsSimulator
+import CallContract
+import Foundation
+import Kafka
+import Testing
+@testable import PushWorker
+
+/// Workers on the embedded cluster pushing through the real APNs client to the simulator.
+@Suite(.serialized) struct WorkerWithSimulator {
+    @Test func ringReachesTheSimulatorAsAVoIPPushAndIsReportedSent() async throws {
+        let apns = try await SimulatorHarness.start()
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            let worker = try bed.startWorker("worker-a", sender: apns.sender)
+            let ring = makeRing()
+            try await bed.produce([.ring(ring)])
+            let statuses = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 30)
+            #expect(statuses.terminal(ring.callId) == [.sent])
+            let pushes = apns.pushes(for: ring.device.token)
+            try #require(pushes.count == 1)
+            #expect(pushes[0].headers["apns-push-type"] == "voip")
+            #expect(pushes[0].headers["apns-topic"] == "com.example.rider.voip")
+            #expect(pushes[0].headers["apns-priority"] == "10")
+            #expect(pushes[0].headers["apns-expiration"] == String(Int(ring.ringDeadline.timeIntervalSince1970)))
+            #expect(try VoIPPayload.decode(Data(pushes[0].payload.utf8)).callId == ring.callId)
+            await bed.stop([worker])
+        }
+        await apns.stop()
+    }
+
+    @Test func unregisteredTokenEndsFailedWithTimestampAndDeadLetter() async throws {
+        let apns = try await SimulatorHarness.start()
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            let ring = makeRing()
+            let unregisteredAt = Date(timeIntervalSince1970: 1_795_000_000)
+            var faults = APNsSimulatorFaults()
+            faults.tokenOutcomes[ring.device.token] = .unregistered(timestamp: unregisteredAt)
+            apns.simulator.setFaults(faults)
+            let worker = try bed.startWorker("worker-a", sender: apns.sender)
+            try await bed.produce([.ring(ring)])
+            let statuses = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 30)
+            #expect(statuses.terminal(ring.callId) == [.failed])
+            let dlq = try await bed.readDeadLetters(count: 1, seconds: 20)
+            try #require(dlq.count == 1)
+            #expect(dlq[0].header(DeadLetterHeader.error)?.stringValue == "Unregistered")
+            #expect(dlq[0].header(DeadLetterHeader.attempts)?.stringValue == "1")
+            #expect(try CallRequest.decode(Data(dlq[0].value)).callId == ring.callId)
+            let failed = try #require(bed.log.value.withLock { $0.latest(ring.callId) })
+            #expect(failed.apns?.status == 410)
+            #expect(failed.error?.code == "Unregistered")
+            #expect(failed.apns?.timestamp == unregisteredAt)
+            await bed.stop([worker])
+        }
+        await apns.stop()
+    }
+
+    @Test func serviceUnavailableBurstIsRetriedAndSentBeforeTheDeadline() async throws {
+        let apns = try await SimulatorHarness.start()
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            let worker = try bed.startWorker("worker-a", sender: apns.sender)
+            try await bed.produce([.ring(makeRing())])  // warm up: group joined, connection open
+            _ = try await bed.collectStatuses(until: { $0.count(.sent) >= 1 }, seconds: 30)
+
+            var faults = APNsSimulatorFaults()
+            faults.errorRate = ErrorInjection(status: 503, probability: 1, startsAt: Date(), endsAt: Date().addingTimeInterval(1.5))
+            apns.simulator.setFaults(faults)
+            let ring = makeRing(token: token(0xb0557), ringsFor: 20)
+            try await bed.produce([.ring(ring)])
+            let statuses = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 30)
+            #expect(statuses.terminal(ring.callId) == [.sent])
+            #expect(statuses.byCall[ring.callId]?.contains(.retrying) == true, "the burst was retried")
+            let pushes = apns.pushes(for: ring.device.token)
+            try #require(pushes.count == 1)
+            #expect(pushes[0].receivedAt < ring.ringDeadline)
+            await bed.stop([worker])
+        }
+        await apns.stop()
+    }
+
+    @Test func outageLongerThanTheDeadlineEndsExpiredAndNothingRingsLate() async throws {
+        let apns = try await SimulatorHarness.start()
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            var faults = APNsSimulatorFaults()
+            faults.errorRate = ErrorInjection(status: 503, probability: 1)
+            apns.simulator.setFaults(faults)
+            let worker = try bed.startWorker("worker-a", sender: apns.sender)
+            let ring = makeRing(ringsFor: 8)
+            try await bed.produce([.ring(ring)])
+            let statuses = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 40)
+            #expect(statuses.terminal(ring.callId) == [.expired])
+            apns.simulator.setFaults(APNsSimulatorFaults())
+            try await Task.sleep(for: .seconds(1))
+            #expect(apns.pushes(for: ring.device.token).isEmpty, "no push accepted during or after the outage")
+            await bed.stop([worker])
+        }
+        await apns.stop()
+    }
+}
