@@ -2,25 +2,24 @@ import CallContract
 import Foundation
 import Kafka
 
-/// Everything a push-worker needs, with documented defaults (see the README's configuration
-/// reference for the environment variables that set each key).
+/// Everything a push-worker needs, with documented defaults.
 public struct PushWorkerConfiguration: Sendable {
     /// Brokers and any librdkafka property (security settings, …).
     public var kafka: KafkaConfiguration
-    /// `CALLPUSH_GROUP_ID` — consumer group of all workers. Default `callpush-push-worker`.
+    /// Consumer group of all workers. Default `callpush-push-worker`.
     public var groupID = "callpush-push-worker"
-    /// `CALLPUSH_GROUP_INSTANCE_ID` (or `POD_NAME`) — static membership; nil = dynamic.
+    /// `group.instance.id` for static membership (e.g. the pod name); nil = dynamic membership.
     public var groupInstanceID: String?
-    /// `CALLPUSH_WORKER_ID` — written into statuses. Default: host name.
+    /// Written into statuses (`worker`). Default: host name.
     public var workerID: String
     public var requestsTopic = Topics.requests
     public var statusTopic = Topics.status
     public var deadLetterTopic = Topics.deadLetter
-    /// `CALLPUSH_MAX_IN_FLIGHT` — deliveries in flight at once; consumption pauses when full. Default 1000.
+    /// Deliveries in flight at once; consumption pauses when full. Default 1000.
     public var maxInFlight = 1_000
-    /// `CALLPUSH_DRAIN_TIMEOUT` — how long revoked partitions / shutdown wait for in-flight work. Default 5 s.
+    /// How long revoked partitions / shutdown wait for in-flight work. Default 5 s.
     public var drainTimeout: Duration = .seconds(5)
-    /// `CALLPUSH_DEDUPE_WINDOW` — how far back the status history is read on assignment, and how
+    /// How far back the status history is read on assignment, and how
     /// long a handled delivery is remembered after its deadline. Default 10 min.
     public var dedupeWindow: Duration = .seconds(600)
     /// Bound on dedupe entries per partition. Default 200,000.
@@ -28,7 +27,7 @@ public struct PushWorkerConfiguration: Sendable {
     /// Bound on one dedupe rebuild. Default 20 s (below the consumer's assign bound).
     public var rebuildTimeout: Duration = .seconds(20)
     public var retry = RetryPolicy()
-    /// `CALLPUSH_APNS_TIMEOUT` — longest wait for one APNs answer. Default 5 s.
+    /// Longest wait for one APNs answer. Default 5 s.
     public var attemptTimeout: Duration = .seconds(5)
     /// `session.timeout.ms` of the group member. Default 45 s (longer with static membership).
     public var sessionTimeout: Duration = .seconds(45)

@@ -58,7 +58,10 @@ final class WorkerTestbed: Sendable {
     let topics: (requests: String, status: String, dlq: String)
     let partitions: Int
     let log = LockedLog()
-    let logger: Logger = {
+    let logger = WorkerTestbed.quietLogger
+
+    /// Errors only, unless WORKER_TEST_LOG names a level.
+    static let quietLogger: Logger = {
         var logger = Logger(label: "worker-tests")
         logger.logLevel = ProcessInfo.processInfo.environment["WORKER_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
         return logger
@@ -78,16 +81,16 @@ final class WorkerTestbed: Sendable {
         self.partitions = partitions
         let suffix = UUID().uuidString.prefix(8).lowercased()
         topics = ("requests-\(suffix)", "status-\(suffix)", "dlq-\(suffix)")
-        cluster = try EmbeddedKafkaCluster(brokers: 3, logger: Logger(label: "cluster"))
+        cluster = try EmbeddedKafkaCluster(brokers: 3, logger: Self.quietLogger)
         try cluster.createTopic(topics.requests, partitions: partitions)
         try cluster.createTopic(topics.status, partitions: partitions)
         try cluster.createTopic(topics.dlq, partitions: 1)
-        producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: Self.kafka(cluster, "test-producer")), logger: Logger(label: "producer"))
+        producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: Self.kafka(cluster, "test-producer")), logger: Self.quietLogger)
         collector = try KafkaConsumer(
             configuration: KafkaConsumerConfiguration(kafka: Self.kafka(cluster, "status-collector"),
                                                       mode: .group(id: "collector-\(suffix)", topics: [topics.status]),
                                                       sessionTimeout: .seconds(6), heartbeatInterval: .milliseconds(300)),
-            logger: Logger(label: "collector"))
+            logger: Self.quietLogger)
         let collector = self.collector
         let log = self.log
         collecting = Task {
@@ -177,7 +180,7 @@ final class WorkerTestbed: Sendable {
 
     func readDeadLetters(count: Int, seconds: Double) async throws -> [KafkaConsumerMessage] {
         let consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: Self.kafka(cluster, "dlq-reader"), mode: .manual),
-                                         logger: Logger(label: "dlq"))
+                                         logger: Self.quietLogger)
         try await consumer.assign([KafkaPartitionAssignment(topic: topics.dlq, partition: 0, start: .beginning)])
         let timer = Task {
             try? await Task.sleep(for: .seconds(seconds))
