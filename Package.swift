@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "callpush", targets: ["callpush"]),
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
+        .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "callpush-bench", targets: ["callpush-bench"]),
         .library(name: "CallContract", targets: ["CallContract"]),
         .library(name: "Kafka", targets: ["Kafka"]),
@@ -118,6 +119,15 @@ let package = Package(
             name: "callpush",
             dependencies: ["CallpushCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Services/callpush"
+        ),
+        .executableTarget(
+            name: "push-worker",
+            dependencies: [
+                "PushWorker",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/push-worker"
         ),
         .executableTarget(
             name: "apns-simulator",

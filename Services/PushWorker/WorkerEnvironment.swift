@@ -1,0 +1,118 @@
+import APNs
+import CallContract
+import Foundation
+import Kafka
+
+/// Reads a push-worker's configuration from the environment (the container way), validating
+/// every value and naming the variable at fault. Secrets come from files (`…_FILE`) or the
+/// environment, never from the command line.
+///
+/// | variable | default | meaning |
+/// |---|---|---|
+/// | `CALLPUSH_KAFKA_BOOTSTRAP` | required | comma-separated brokers |
+/// | `CALLPUSH_KAFKA_<PROPERTY>` | — | any librdkafka property, `_` → `.` (e.g. `CALLPUSH_KAFKA_SECURITY_PROTOCOL=SASL_SSL`); values may be `file:/path` or `env:NAME` |
+/// | `CALLPUSH_APPS_FILE` | required | JSON file of apps and their APNs credentials (see `AppsFile`) |
+/// | `CALLPUSH_ACK_SECRET_FILE` / `CALLPUSH_ACK_SECRET` | required | ≥ 32-byte secret shared with dispatch for ack tokens |
+/// | `CALLPUSH_APNS_PRODUCTION_ENDPOINT` | `api.push.apple.com:443` | `host:port` |
+/// | `CALLPUSH_APNS_SANDBOX_ENDPOINT` | `api.sandbox.push.apple.com:443` | `host:port` |
+/// | `CALLPUSH_APNS_CA_FILE` | — | extra CA to trust (e.g. the simulator's); verification stays on |
+/// | `CALLPUSH_APNS_CONNECTIONS` | 2 | connections per (credential, environment) |
+/// | `CALLPUSH_APNS_TIMEOUT_MS` | 5000 | longest wait for one APNs answer |
+/// | `CALLPUSH_GROUP_ID` | `callpush-push-worker` | consumer group |
+/// | `CALLPUSH_GROUP_INSTANCE_ID` or `POD_NAME` | — | static membership |
+/// | `CALLPUSH_WORKER_ID` | `POD_NAME` or host name | written into statuses |
+/// | `CALLPUSH_TOPIC_REQUESTS` / `_STATUS` / `_DLQ` | `voip.call-requests` / `voip.call-status` / `voip.call-requests.dlq` | topics |
+/// | `CALLPUSH_MAX_IN_FLIGHT` | 1000 | deliveries in flight; consumption pauses when full |
+/// | `CALLPUSH_DRAIN_TIMEOUT_MS` | 5000 | drain bound on revoke and SIGTERM |
+/// | `CALLPUSH_DEDUPE_WINDOW_SECONDS` | 600 | status history read on assignment |
+public struct WorkerEnvironment: Sendable {
+    public var worker: PushWorkerConfiguration
+    public var apns: APNSClientConfiguration
+    public var apps: [APNSAppID: APNSApp]
+    public var ackSecret: [UInt8]
+
+    public static func load(_ env: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> WorkerEnvironment {
+        let reader = EnvironmentReader(env: env)
+        let bootstrap = try reader.required("CALLPUSH_KAFKA_BOOTSTRAP")
+        let brokers = bootstrap.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !brokers.isEmpty, brokers.allSatisfy({ $0.contains(":") }) else {
+            throw ConfigurationError("CALLPUSH_KAFKA_BOOTSTRAP", "expected host:port[,host:port…]")
+        }
+        var properties: [String: String] = [:]
+        for (key, value) in env where key.hasPrefix("CALLPUSH_KAFKA_") && key != "CALLPUSH_KAFKA_BOOTSTRAP" {
+            properties[key.dropFirst("CALLPUSH_KAFKA_".count).lowercased().replacingOccurrences(of: "_", with: ".")] = value
+        }
+        let podName = env["POD_NAME"].flatMap { $0.isEmpty ? nil : $0 }
+        var worker = PushWorkerConfiguration(
+            kafka: KafkaConfiguration(bootstrapServers: brokers, clientID: "callpush", properties: properties),
+            workerID: env["CALLPUSH_WORKER_ID"] ?? podName ?? ProcessInfo.processInfo.hostName)
+        worker.groupID = env["CALLPUSH_GROUP_ID"] ?? worker.groupID
+        worker.groupInstanceID = env["CALLPUSH_GROUP_INSTANCE_ID"] ?? podName
+        if worker.groupInstanceID != nil { worker.sessionTimeout = .seconds(60) }
+        worker.requestsTopic = env["CALLPUSH_TOPIC_REQUESTS"] ?? worker.requestsTopic
+        worker.statusTopic = env["CALLPUSH_TOPIC_STATUS"] ?? worker.statusTopic
+        worker.deadLetterTopic = env["CALLPUSH_TOPIC_DLQ"] ?? worker.deadLetterTopic
+        worker.maxInFlight = try reader.int("CALLPUSH_MAX_IN_FLIGHT", default: worker.maxInFlight, in: 1...100_000)
+        worker.drainTimeout = .milliseconds(try reader.int("CALLPUSH_DRAIN_TIMEOUT_MS", default: 5_000, in: 0...600_000))
+        worker.dedupeWindow = .seconds(try reader.int("CALLPUSH_DEDUPE_WINDOW_SECONDS", default: 600, in: 60...86_400))
+        let timeoutMs = try reader.int("CALLPUSH_APNS_TIMEOUT_MS", default: 5_000, in: 100...60_000)
+        worker.attemptTimeout = .milliseconds(timeoutMs)
+
+        var apns = APNSClientConfiguration()
+        apns.requestTimeout = .milliseconds(timeoutMs)
+        apns.connectionsPerPool = try reader.int("CALLPUSH_APNS_CONNECTIONS", default: apns.connectionsPerPool, in: 1...64)
+        if let value = env["CALLPUSH_APNS_PRODUCTION_ENDPOINT"] { apns.productionEndpoint = try endpoint(value, key: "CALLPUSH_APNS_PRODUCTION_ENDPOINT") }
+        if let value = env["CALLPUSH_APNS_SANDBOX_ENDPOINT"] { apns.sandboxEndpoint = try endpoint(value, key: "CALLPUSH_APNS_SANDBOX_ENDPOINT") }
+        if let path = env["CALLPUSH_APNS_CA_FILE"] { apns.additionalTrustedCAPEM = [try reader.file(path, key: "CALLPUSH_APNS_CA_FILE")] }
+
+        let appsPath = try reader.required("CALLPUSH_APPS_FILE")
+        let apps = try AppsFile.load(path: appsPath, reader: reader)
+        guard let secret = try reader.secret("CALLPUSH_ACK_SECRET") else {
+            throw ConfigurationError("CALLPUSH_ACK_SECRET_FILE", "required (or CALLPUSH_ACK_SECRET): the secret shared with dispatch")
+        }
+        guard secret.utf8.count >= 32 else {
+            throw ConfigurationError("CALLPUSH_ACK_SECRET", "must be at least 32 bytes (it is \(secret.utf8.count))")
+        }
+        return WorkerEnvironment(worker: worker, apns: apns, apps: apps, ackSecret: Array(secret.utf8))
+    }
+
+    static func endpoint(_ text: String, key: String) throws(ConfigurationError) -> APNSEndpoint {
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, let port = Int(parts[1]), (1...65_535).contains(port), !parts[0].isEmpty else {
+            throw ConfigurationError(key, "expected host:port")
+        }
+        return APNSEndpoint(host: String(parts[0]), port: port)
+    }
+}
+
+/// Reads environment values, files and secrets with errors naming the key.
+struct EnvironmentReader: Sendable {
+    let env: [String: String]
+
+    func required(_ key: String) throws(ConfigurationError) -> String {
+        guard let value = env[key], !value.isEmpty else { throw ConfigurationError(key, "required") }
+        return value
+    }
+
+    func int(_ key: String, default value: Int, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard let text = env[key] else { return value }
+        guard let number = Int(text), range.contains(number) else {
+            throw ConfigurationError(key, "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    /// The content of `path` (one trailing newline removed).
+    func file(_ path: String, key: String) throws(ConfigurationError) -> String {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(key, "cannot read file \(path)")
+        }
+        return text.hasSuffix("\n") ? String(text.dropLast()) : text
+    }
+
+    /// A secret from `<KEY>_FILE` (preferred) or `<KEY>`; nil when neither is set.
+    func secret(_ key: String) throws(ConfigurationError) -> String? {
+        if let path = env[key + "_FILE"] { return try file(path, key: key + "_FILE") }
+        return env[key]
+    }
+}

@@ -1,0 +1,94 @@
+import APNs
+import APNsSimulator
+import Foundation
+import Testing
+@testable import PushWorker
+
+@Suite struct WorkerEnvironmentLoading {
+    /// A directory with a generated .p8 key, an apps file and an ack secret file.
+    struct Files {
+        let directory: URL
+        var appsPath: String { directory.appendingPathComponent("apps.json").path }
+        var secretPath: String { directory.appendingPathComponent("ack-secret").path }
+
+        init(apps: String? = nil) throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("worker-env-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let key = APNsSimulatorTestKey(teamID: "TEAM123456", keyID: "ABC123DEFG")
+            let keyPath = directory.appendingPathComponent("AuthKey.p8").path
+            try key.privateKeyPEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+            let json = apps ?? #"{"rider": {"bundleId": "com.example.rider", "auth": "token", "keyFile": "\#(keyPath)", "keyId": "ABC123DEFG", "teamId": "TEAM123456"}}"#
+            try json.write(toFile: appsPath, atomically: true, encoding: .utf8)
+            try String(repeating: "s", count: 40).appending("\n").write(toFile: secretPath, atomically: true, encoding: .utf8)
+        }
+
+        var env: [String: String] {
+            ["CALLPUSH_KAFKA_BOOTSTRAP": "kafka-1:9092,kafka-2:9092", "CALLPUSH_APPS_FILE": appsPath,
+             "CALLPUSH_ACK_SECRET_FILE": secretPath]
+        }
+    }
+
+    func error(_ env: [String: String]) -> ConfigurationError? {
+        do {
+            _ = try WorkerEnvironment.load(env)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func completeEnvironmentLoadsWithDefaults() throws {
+        let files = try Files()
+        var env = files.env
+        env["CALLPUSH_KAFKA_SECURITY_PROTOCOL"] = "SASL_SSL"
+        env["CALLPUSH_KAFKA_SASL_PASSWORD"] = "env:KAFKA_PASSWORD"
+        env["POD_NAME"] = "push-worker-7f9c"
+        let loaded = try WorkerEnvironment.load(env)
+        #expect(loaded.worker.kafka.bootstrapServers == ["kafka-1:9092", "kafka-2:9092"])
+        #expect(loaded.worker.kafka.properties["security.protocol"] == "SASL_SSL")
+        #expect(loaded.worker.kafka.properties["sasl.password"] == "env:KAFKA_PASSWORD")
+        #expect(loaded.worker.groupInstanceID == "push-worker-7f9c", "static membership from the pod name")
+        #expect(loaded.worker.workerID == "push-worker-7f9c")
+        #expect(loaded.worker.maxInFlight == 1_000)
+        #expect(loaded.worker.requestsTopic == "voip.call-requests")
+        #expect(loaded.apps.keys.map(\.rawValue) == ["rider"])
+        #expect(loaded.apps["rider"]?.voipTopic == "com.example.rider.voip")
+        #expect(loaded.ackSecret == Array(String(repeating: "s", count: 40).utf8), "file content without the trailing newline")
+        #expect(loaded.apns.productionEndpoint == .production)
+    }
+
+    @Test(arguments: [
+        ("CALLPUSH_KAFKA_BOOTSTRAP", nil, "CALLPUSH_KAFKA_BOOTSTRAP: required"),
+        ("CALLPUSH_KAFKA_BOOTSTRAP", "kafka", "CALLPUSH_KAFKA_BOOTSTRAP: expected host:port[,host:port…]"),
+        ("CALLPUSH_APPS_FILE", nil, "CALLPUSH_APPS_FILE: required"),
+        ("CALLPUSH_MAX_IN_FLIGHT", "lots", "CALLPUSH_MAX_IN_FLIGHT: expected a whole number from 1 to 100000"),
+        ("CALLPUSH_MAX_IN_FLIGHT", "0", "CALLPUSH_MAX_IN_FLIGHT: expected a whole number from 1 to 100000"),
+        ("CALLPUSH_APNS_SANDBOX_ENDPOINT", "localhost", "CALLPUSH_APNS_SANDBOX_ENDPOINT: expected host:port"),
+        ("CALLPUSH_ACK_SECRET_FILE", "/nonexistent/secret", "CALLPUSH_ACK_SECRET_FILE: cannot read file /nonexistent/secret"),
+    ] as [(String, String?, String)])
+    func badValueNamesTheKey(key: String, value: String?, expected: String) throws {
+        var env = try Files().env
+        env[key] = value
+        #expect(error(env)?.description == expected)
+    }
+
+    @Test func shortAckSecretIsRefusedWithoutPrintingIt() throws {
+        var env = try Files().env
+        env["CALLPUSH_ACK_SECRET_FILE"] = nil
+        env["CALLPUSH_ACK_SECRET"] = "too-short-secret"
+        let problem = try #require(error(env))
+        #expect(problem.description == "CALLPUSH_ACK_SECRET: must be at least 32 bytes (it is 16)")
+        #expect(!problem.description.contains("too-short-secret"))
+    }
+
+    @Test func appsFileProblemsNameTheAppAndField() throws {
+        let missingKey = try Files(apps: #"{"rider": {"bundleId": "com.example.rider", "auth": "token", "keyId": "ABC123DEFG", "teamId": "TEAM123456"}}"#)
+        #expect(error(missingKey.env)?.description == #"CALLPUSH_APPS_FILE rider.keyFile: required for auth "token""#)
+        let badAuth = try Files(apps: #"{"rider": {"bundleId": "com.example.rider", "auth": "password"}}"#)
+        #expect(error(badAuth.env)?.key == "CALLPUSH_APPS_FILE rider.auth")
+        let notJSON = try Files(apps: "rider: yes")
+        #expect(error(notJSON.env)?.key == "CALLPUSH_APPS_FILE")
+        let empty = try Files(apps: "{}")
+        #expect(error(empty.env)?.description == "CALLPUSH_APPS_FILE: no apps configured")
+    }
+}
