@@ -38,11 +38,12 @@ public struct DeliveryProcessor: Sendable {
     public let dedupe: PartitionDedupe
     public let ackTokens: AckTokenSigner
     public var logger: Logger
+    public var metrics: WorkerMetrics?
     public var now: @Sendable () -> Date
 
     public init(settings: Settings, sender: any VoIPPushSending, publisher: any OutcomePublishing,
                 cancels: CancelSignals, dedupe: PartitionDedupe, ackTokens: AckTokenSigner,
-                logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) {
+                logger: Logger, metrics: WorkerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.settings = settings
         self.sender = sender
         self.publisher = publisher
@@ -50,6 +51,7 @@ public struct DeliveryProcessor: Sendable {
         self.dedupe = dedupe
         self.ackTokens = ackTokens
         self.logger = logger
+        self.metrics = metrics
         self.now = now
     }
 
@@ -116,7 +118,9 @@ public struct DeliveryProcessor: Sendable {
             let push = VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment,
                                 apnsID: apnsID, expiration: ring.ringDeadline, payload: payload,
                                 deadline: min(ring.ringDeadline, start.addingTimeInterval(settings.attemptTimeout.seconds)))
+            let sentAt = ContinuousClock.now
             let attempt = await sender.send(push)
+            metrics?.apnsLatency(app: ring.app, ContinuousClock.now - sentAt)
             status.apns = attempt.details
             status.at = now()
 
@@ -156,6 +160,7 @@ public struct DeliveryProcessor: Sendable {
                     return await finish(status, event: event, deadLetter: true)
                 case .retry(let delay):
                     status.state = .retrying
+                    metrics?.retry(app: ring.app, reason: attempt.reason)
                     log.info("push will be retried", metadata: ["apns.reason": "\(attempt.reason ?? "-")", "retry.delay_ms": "\(Int(delay.seconds * 1000))"])
                     guard await publishDurably(status, partition: event.partition) else { return .handedBack }
                     status.apns = nil
@@ -181,6 +186,8 @@ public struct DeliveryProcessor: Sendable {
         guard await durably({ try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) }) else {
             return .handedBack
         }
+        metrics?.deadLetter(code: error.code.rawValue)
+        metrics?.outcome(app: ring?.app, state: .rejected, reason: error.code.rawValue)
         guard let callId = ring?.callId ?? event.keyAsCallID else { return .finished(.rejected) }
         let status = CallStatus(callId: callId, deviceId: ring?.device.id,
                                 deviceKey: ring.map { DeviceKey.make(token: $0.device.token) }, app: ring?.app,
@@ -198,8 +205,10 @@ public struct DeliveryProcessor: Sendable {
                                             reason: status.error?.message ?? status.state.rawValue, attempts: status.attempt)
             guard await durably({ try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) },
                                 evenIfCancelled: evenIfCancelled) else { return .handedBack }
+            metrics?.deadLetter(code: status.error?.code ?? status.state.rawValue)
         }
         guard await publishDurably(status, partition: event.partition, evenIfCancelled: evenIfCancelled) else { return .handedBack }
+        metrics?.outcome(app: status.app, state: status.state, reason: status.error?.code ?? status.apns?.reason)
         return .finished(status.state)
     }
 

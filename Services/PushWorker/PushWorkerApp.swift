@@ -13,6 +13,7 @@ public enum PushWorkerApp {
             configuration: environment.worker, sender: APNsPushSender(client: client),
             apps: Set(environment.apps.keys.map(\.rawValue)),
             ackTokens: try AckTokenSigner(secret: environment.ackSecret), logger: logger)
-        return [client, worker]
+        let http = WorkerHTTPServer.make(worker: worker, host: environment.httpHost, port: environment.httpPort, logger: logger)
+        return [client, worker, http]
     }
 }

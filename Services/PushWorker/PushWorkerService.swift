@@ -19,11 +19,14 @@ public final class PushWorkerService: Service, Sendable {
     let processor: DeliveryProcessor
     let limiter: InFlightLimiter
     let logger: Logger
+    /// This worker's metrics (served by `WorkerHTTPServer`).
+    public let metrics: WorkerMetrics
 
     public init(configuration: PushWorkerConfiguration, sender: any VoIPPushSending, apps: Set<String>,
-                ackTokens: AckTokenSigner, logger: Logger) throws {
+                ackTokens: AckTokenSigner, logger: Logger, metrics: WorkerMetrics = WorkerMetrics()) throws {
         self.configuration = configuration
         self.logger = logger
+        self.metrics = metrics
         let producer = try KafkaProducer(configuration: configuration.producer, logger: logger)
         self.producer = producer
         let dedupe = PartitionDedupe(retention: configuration.dedupeWindow, capacity: configuration.dedupeCapacity)
@@ -37,7 +40,7 @@ public final class PushWorkerService: Service, Sendable {
             sender: sender,
             publisher: KafkaOutcomePublisher(producer: producer, statusTopic: configuration.statusTopic,
                                              deadLetterTopic: configuration.deadLetterTopic),
-            cancels: CancelSignals(), dedupe: dedupe, ackTokens: ackTokens, logger: logger)
+            cancels: CancelSignals(), dedupe: dedupe, ackTokens: ackTokens, logger: logger, metrics: metrics)
         self.limiter = InFlightLimiter(limit: configuration.maxInFlight)
         let requestsTopic = configuration.requestsTopic
         let consumer = try KafkaConsumer(
@@ -98,13 +101,23 @@ public final class PushWorkerService: Service, Sendable {
         }
     }
 
-    /// Forgets dedupe and cancel entries past their window, every 30 s.
+    /// Whether the worker should receive work: it owns partitions (and, being constructed, has
+    /// its APNs credentials loaded).
+    public var isReady: Bool { !coordinator.owned.isEmpty }
+
+    /// Updates gauges every 5 s; forgets dedupe and cancel entries past their window every 30 s.
     private func maintain() async {
+        var ticks = 0
         while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(30))
-            let now = Date()
-            processor.dedupe.expire(now: now)
-            processor.cancels.expire(now: now)
+            try? await Task.sleep(for: .seconds(5))
+            ticks += 1
+            metrics.setInFlight(coordinator.inFlightCount)
+            metrics.setAssigned(coordinator.owned.count)
+            if ticks % 6 == 0 {
+                let now = Date()
+                processor.dedupe.expire(now: now)
+                processor.cancels.expire(now: now)
+            }
         }
     }
 }

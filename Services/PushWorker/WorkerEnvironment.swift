@@ -25,11 +25,14 @@ import Kafka
 /// | `CALLPUSH_MAX_IN_FLIGHT` | 1000 | deliveries in flight; consumption pauses when full |
 /// | `CALLPUSH_DRAIN_TIMEOUT_MS` | 5000 | drain bound on revoke and SIGTERM |
 /// | `CALLPUSH_DEDUPE_WINDOW_SECONDS` | 600 | status history read on assignment |
+/// | `CALLPUSH_HTTP_HOST` / `CALLPUSH_HTTP_PORT` | `0.0.0.0` / 9090 | `/metrics`, `/healthz`, `/readyz` |
 public struct WorkerEnvironment: Sendable {
     public var worker: PushWorkerConfiguration
     public var apns: APNSClientConfiguration
     public var apps: [APNSAppID: APNSApp]
     public var ackSecret: [UInt8]
+    public var httpHost = "0.0.0.0"
+    public var httpPort = 9090
 
     public static func load(_ env: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> WorkerEnvironment {
         let reader = EnvironmentReader(env: env)
@@ -73,7 +76,10 @@ public struct WorkerEnvironment: Sendable {
         guard secret.utf8.count >= 32 else {
             throw ConfigurationError("CALLPUSH_ACK_SECRET", "must be at least 32 bytes (it is \(secret.utf8.count))")
         }
-        return WorkerEnvironment(worker: worker, apns: apns, apps: apps, ackSecret: Array(secret.utf8))
+        var loaded = WorkerEnvironment(worker: worker, apns: apns, apps: apps, ackSecret: Array(secret.utf8))
+        loaded.httpHost = env["CALLPUSH_HTTP_HOST"] ?? loaded.httpHost
+        loaded.httpPort = try reader.int("CALLPUSH_HTTP_PORT", default: loaded.httpPort, in: 0...65_535)
+        return loaded
     }
 
     static func endpoint(_ text: String, key: String) throws(ConfigurationError) -> APNSEndpoint {

@@ -99,3 +99,67 @@ func token(_ i: Int) -> String {
     let hex = String(i, radix: 16)
     return String(repeating: "0", count: 64 - hex.count) + hex
 }
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import ServiceLifecycle
+
+@Suite(.serialized) struct WorkerOperations {
+    func get(_ url: String) async throws -> (Int, String) {
+        let (data, response) = try await URLSession.shared.data(from: URL(string: url)!)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func metricsAndReadinessReflectWhatTheWorkerDid() async throws {
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            let sender = ScriptedSender()
+            let worker = try bed.startWorker("worker-a", sender: sender)
+            let portBox = PortBox()
+            let http = WorkerHTTPServer.make(worker: worker.service, host: "127.0.0.1", port: 0, logger: bed.logger) { port in
+                await portBox.set(port)
+            }
+            let group = ServiceGroup(services: [http], logger: bed.logger)
+            let serving = Task { try await group.run() }
+            let port = try await portBox.wait()
+
+            let (healthStatus, _) = try await get("http://127.0.0.1:\(port)/healthz")
+            #expect(healthStatus == 200)
+            let ring = makeRing()
+            let dead = makeRing(token: token(0xdead))
+            sender.script(dead.device.token, [.unregistered])
+            try await bed.produce([.ring(ring), .ring(dead)])
+            _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 2 }, seconds: 30)
+
+            let (readyStatus, _) = try await get("http://127.0.0.1:\(port)/readyz")
+            #expect(readyStatus == 200, "ready once partitions are assigned")
+            let (metricsStatus, metrics) = try await get("http://127.0.0.1:\(port)/metrics")
+            #expect(metricsStatus == 200)
+            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",state="sent",reason="none"} 1"#))
+            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",state="failed",reason="Unregistered"} 1"#))
+            #expect(metrics.contains(#"callpush_worker_dead_letters_total{error="Unregistered"} 1"#))
+            #expect(metrics.contains("callpush_worker_apns_latency_seconds_bucket"))
+            #expect(!metrics.contains(ring.device.token) && !metrics.contains(ring.callId), "no tokens or call ids in labels")
+
+            await group.triggerGracefulShutdown()
+            _ = await serving.result
+            await bed.stop([worker])
+        }
+    }
+}
+
+actor PortBox {
+    private var port: Int?
+    private var waiters: [CheckedContinuation<Int, Never>] = []
+
+    func set(_ value: Int) {
+        port = value
+        for waiter in waiters { waiter.resume(returning: value) }
+        waiters = []
+    }
+
+    func wait() async throws -> Int {
+        if let port { return port }
+        return await withCheckedContinuation { waiters.append($0) }
+    }
+}

@@ -1,0 +1,67 @@
+import CallContract
+import Prometheus
+
+/// The push-worker's Prometheus metrics. Label values are bounded: app names come from the
+/// configuration, states from the contract, reasons from Apple's table or our error codes
+/// (unknown reasons are kept verbatim but clipped) — never a token or call id.
+public final class WorkerMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+
+    static let latencyBuckets: [Duration] = [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
+    ]
+
+    private let inFlight: Gauge
+    private let assigned: Gauge
+    private let dedupeHits: Counter
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        inFlight = registry.makeGauge(descriptor: Self.name("in_flight", "", "Deliveries being processed now."), labels: [])
+        assigned = registry.makeGauge(descriptor: Self.name("assigned_partitions", "", "Request partitions this worker owns."), labels: [])
+        dedupeHits = registry.makeCounter(descriptor: Self.name("dedupe_hits", "total", "Events answered duplicate (no push)."), labels: [])
+    }
+
+    static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "callpush", subsystem: "worker", metricName: metric, unitName: unit, helpText: help)
+    }
+
+    static func clip(_ value: String?) -> String {
+        guard let value, !value.isEmpty else { return "none" }
+        return String(value.prefix(48))
+    }
+
+    /// A delivery ended (or an event was rejected) in `state`.
+    func outcome(app: String?, state: CallStatus.State, reason: String?) {
+        registry.makeCounter(descriptor: Self.name("deliveries", "total", "Deliveries by final state, app and reason."),
+                             labels: [("app", Self.clip(app)), ("state", state.rawValue), ("reason", Self.clip(reason))]).increment()
+        if state == .duplicate { dedupeHits.increment() }
+    }
+
+    func retry(app: String, reason: String?) {
+        registry.makeCounter(descriptor: Self.name("retries", "total", "Push attempts that will be retried, by app and reason."),
+                             labels: [("app", Self.clip(app)), ("reason", Self.clip(reason))]).increment()
+    }
+
+    func deadLetter(code: String) {
+        registry.makeCounter(descriptor: Self.name("dead_letters", "total", "Events written to the DLQ, by error code."),
+                             labels: [("error", Self.clip(code))]).increment()
+    }
+
+    func apnsLatency(app: String, _ duration: Duration) {
+        registry.makeDurationHistogram(descriptor: Self.name("apns_latency", "seconds", "Time from sending a push to APNs' answer."),
+                                       labels: [("app", Self.clip(app))], buckets: Self.latencyBuckets).record(duration)
+    }
+
+    func setInFlight(_ count: Int) { inFlight.set(to: Double(count)) }
+    func setAssigned(_ count: Int) { assigned.set(to: Double(count)) }
+
+    func setLag(partition: Int32, _ lag: Int64) {
+        registry.makeGauge(descriptor: Self.name("consumer_lag", "messages", "Messages not yet processed, by request partition."),
+                           labels: [("partition", String(partition))]).set(to: Double(lag))
+    }
+
+    /// The Prometheus text exposition.
+    public func exposition() -> String { registry.emitToString() }
+}
