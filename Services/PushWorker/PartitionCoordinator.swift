@@ -14,6 +14,8 @@ public final class PartitionCoordinator: Sendable {
     private struct Partition {
         var tracker = OffsetTracker()
         var inFlight: [Int64: Task<DeliveryResult, Never>] = [:]
+        /// Highest offset begun in this assignment.
+        var lastBegun: Int64?
     }
 
     private struct State {
@@ -45,6 +47,16 @@ public final class PartitionCoordinator: Sendable {
 
     /// Deliveries in flight across partitions.
     public var inFlightCount: Int { state.withLock { $0.partitions.values.reduce(0) { $0 + $1.inFlight.count } } }
+
+    /// For each owned partition, the first offset not yet finished (nil until a message was seen):
+    /// the consumer lag is the partition's high watermark minus this.
+    public var positions: [Int32: Int64?] {
+        state.withLock { state in
+            state.partitions.mapValues { partition in
+                partition.tracker.lowestUnfinished ?? partition.lastBegun.map { $0 + 1 }
+            }
+        }
+    }
 
     // MARK: Rebalance
 
@@ -119,6 +131,7 @@ public final class PartitionCoordinator: Sendable {
             guard !state.revoked.contains(event.partition) else { return nil }
             var partition = state.partitions[event.partition] ?? Partition()
             guard partition.tracker.begin(event.offset) else { return nil }
+            partition.lastBegun = event.offset
             let task = Task {
                 let result = await work()
                 self.complete(event, result)

@@ -101,6 +101,16 @@ public final class PushWorkerService: Service, Sendable {
         }
     }
 
+    /// Consumer lag per owned partition: high watermark minus the first unfinished offset.
+    private func updateLag() async {
+        for (partition, position) in coordinator.positions {
+            guard let position else { continue }
+            guard let marks = try? await consumer.queryWatermarks(topic: configuration.requestsTopic, partition: partition,
+                                                                   timeout: .seconds(2)) else { continue }
+            metrics.setLag(partition: partition, max(0, marks.high - position))
+        }
+    }
+
     /// Whether the worker should receive work: it owns partitions (and, being constructed, has
     /// its APNs credentials loaded).
     public var isReady: Bool { !coordinator.owned.isEmpty }
@@ -113,6 +123,7 @@ public final class PushWorkerService: Service, Sendable {
             ticks += 1
             metrics.setInFlight(coordinator.inFlightCount)
             metrics.setAssigned(coordinator.owned.count)
+            await updateLag()
             if ticks % 6 == 0 {
                 let now = Date()
                 processor.dedupe.expire(now: now)

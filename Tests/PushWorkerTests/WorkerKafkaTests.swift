@@ -140,6 +140,14 @@ import ServiceLifecycle
             #expect(metrics.contains(#"callpush_worker_dead_letters_total{error="Unregistered"} 1"#))
             #expect(metrics.contains("callpush_worker_apns_latency_seconds_bucket"))
             #expect(!metrics.contains(ring.device.token) && !metrics.contains(ring.callId), "no tokens or call ids in labels")
+            // Gauges are refreshed every 5 s.
+            try await Task.sleep(for: .seconds(5.5))
+            let (_, later) = try await get("http://127.0.0.1:\(port)/metrics")
+            #expect(later.contains("callpush_worker_assigned_partitions 2"))
+            #expect(later.contains("callpush_worker_in_flight 0"))
+            let lagLines = later.split(separator: "\n").filter { $0.hasPrefix("callpush_worker_consumer_lag_messages{") }
+            #expect(!lagLines.isEmpty)
+            #expect(lagLines.allSatisfy { $0.hasSuffix(" 0") || $0.hasSuffix(" 0.0") }, "everything processed: no lag")
 
             await group.triggerGracefulShutdown()
             _ = await serving.result
