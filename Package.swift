@@ -145,9 +145,10 @@ let package = Package(
         .executableTarget(
             name: "callpush-bench",
             dependencies: [
-                "Kafka", "APNs", "APNsSimulator", "CallContract",
+                "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Benchmarks/callpush-bench"
         ),

@@ -1,0 +1,196 @@
+import APNs
+import APNsSimulator
+import ArgumentParser
+import CallContract
+import CallpushCore
+import Foundation
+import Kafka
+import Logging
+import PushWorker
+import ServiceLifecycle
+import Synchronization
+
+/// End to end on the embedded cluster and the simulator: ring events produced → push at the
+/// simulator → `sent` status consumed. Throughput and latency at saturation and at a fixed
+/// offered rate, with 1 and 2 workers, and the bare APNs client rate in the same run.
+struct WorkerBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker", abstract: "push-worker end to end vs the bare APNs client (prints figures).")
+
+    @Option(help: "Events per saturation run.") var events = 20_000
+    @Option(help: "Seconds of each fixed-rate run.") var seconds = 10
+    @Option(help: "Offered rate (events/s) of the fixed-rate runs; 0 = half of the measured saturation rate.") var rate = 0
+    @Option(help: "Partitions of the requests and status topics.") var partitions = 12
+    @Option(parsing: .upToNextOption, help: "Worker counts to measure.") var workers: [Int] = [1, 2]
+
+    func run() async throws {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let key = APNsSimulatorTestKey()
+        var simulatorConfiguration = APNsSimulatorConfiguration()
+        simulatorConfiguration.tokenKeys = [key.tokenKey]
+        simulatorConfiguration.adminPort = nil
+        simulatorConfiguration.maxRecordedPushes = 1_000
+        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+        try await simulator.start()
+        var clientConfiguration = APNSClientConfiguration()
+        clientConfiguration.productionEndpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
+        clientConfiguration.sandboxEndpoint = clientConfiguration.productionEndpoint
+        clientConfiguration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
+        clientConfiguration.trustOnlyAdditionalCAs = true
+        let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
+        let client = try APNSClient(configuration: clientConfiguration,
+                                    apps: ["bench": APNSApp(bundleID: "com.example.bench", credentials: .token(signingKey))], logger: logger)
+
+        print("callpush-bench worker: \(events) events per saturation run, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        let bare = await bareClientRate(client: client, total: events)
+        print(String(format: "bare APNs client (2 connections, 500 in flight): %.0f pushes/s", bare))
+        print("workers  mode                 events   events/s   p50 ms   p99 ms")
+        for count in workers {
+            let saturation = try await measure(workers: count, client: client, offeredRate: nil, logger: logger)
+            print(saturation.line(workers: count, mode: "saturation"))
+            let offered = rate > 0 ? rate : max(1, Int(saturation.rate / 2))
+            let fixed = try await measure(workers: count, client: client, offeredRate: offered, logger: logger)
+            print(fixed.line(workers: count, mode: "fixed \(offered)/s"))
+            print(String(format: "         ratio end-to-end/bare = %.2f (target ≥ 0.5); fixed-rate p99/p50 = %.1f (target ≤ 3)",
+                         saturation.rate / bare, (fixed.p99 ?? 0) / max(fixed.p50 ?? 1, 0.001)))
+        }
+        await client.shutdown()
+        await simulator.stop()
+    }
+
+    struct Result {
+        var events: Int
+        var seconds: Double
+        var latencies: [Double]
+        var rate: Double { Double(events) / seconds }
+        func percentile(_ p: Double) -> Double? {
+            guard !latencies.isEmpty else { return nil }
+            let sorted = latencies.sorted()
+            return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+        var p50: Double? { percentile(0.5) }
+        var p99: Double? { percentile(0.99) }
+        func line(workers: Int, mode: String) -> String {
+            String(format: "%7d  %-18@ %8d %10.0f %8.1f %8.1f", workers, mode as NSString, events, rate, p50 ?? -1, p99 ?? -1)
+        }
+    }
+
+    /// One run on a fresh cluster: start workers, wait for their assignment, produce, wait for every `sent`.
+    func measure(workers count: Int, client: APNSClient, offeredRate: Int?, logger: Logger) async throws -> Result {
+        let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
+        try cluster.createTopic(Topics.requests, partitions: partitions)
+        try cluster.createTopic(Topics.status, partitions: partitions)
+        try cluster.createTopic(Topics.deadLetter, partitions: 1)
+        let kafka = KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "bench",
+                                       properties: ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "1000"])
+        let secret = try AckTokenSigner(secret: Array(repeating: 1, count: 32))
+        var services: [PushWorkerService] = []
+        for index in 0..<count {
+            var configuration = PushWorkerConfiguration(kafka: kafka, workerID: "bench-\(index)")
+            configuration.sessionTimeout = .seconds(6)
+            configuration.heartbeatInterval = .milliseconds(500)
+            services.append(try PushWorkerService(configuration: configuration, sender: APNsPushSender(client: client),
+                                                  apps: ["bench"], ackTokens: secret, logger: logger))
+        }
+        let group = ServiceGroup(services: services, logger: logger)
+        let running = Task { try await group.run() }
+        while services.reduce(0, { $0 + $1.ownedPartitions.count }) < partitions {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+
+        let producedAt = Mutex<[String: ContinuousClock.Instant]>([:])
+        let sentLatencies = Mutex<[Double]>([])
+        let total = offeredRate.map { $0 * seconds } ?? events
+        let statusConsumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .group(id: "bench-status-\(UUID())", topics: [Topics.status])),
+            logger: logger)
+        let collecting = Task {
+            for try await message in statusConsumer.messages {
+                let now = ContinuousClock.now
+                guard let status = try? CallStatus.decode(Data(message.value)), status.state == .sent,
+                      let start = producedAt.withLock({ $0[status.callId] }) else { continue }
+                let done = sentLatencies.withLock { latencies -> Int in
+                    latencies.append((now - start).seconds * 1000)
+                    return latencies.count
+                }
+                if done >= total { break }
+            }
+        }
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka, linger: .milliseconds(1)), logger: logger)
+        let started = ContinuousClock.now
+        if let offeredRate {
+            let tick = Duration.milliseconds(10)
+            let perTick = max(1, offeredRate / 100)
+            var sent = 0
+            var next = ContinuousClock.now
+            while sent < total {
+                let batch = min(perTick, total - sent)
+                try await produce(batch, producer: producer, producedAt: producedAt)
+                sent += batch
+                next = next.advanced(by: tick)
+                try await Task.sleep(until: next)
+            }
+        } else {
+            var sent = 0
+            while sent < total {
+                let batch = min(2_000, total - sent)
+                try await produce(batch, producer: producer, producedAt: producedAt)
+                sent += batch
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(120)
+        while sentLatencies.withLock({ $0.count }) < total && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let elapsed = (ContinuousClock.now - started).seconds
+        collecting.cancel()
+        await statusConsumer.shutdown()
+        await producer.shutdown()
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+        await cluster.shutdown()
+        let latencies = sentLatencies.withLock { $0 }
+        return Result(events: latencies.count, seconds: elapsed, latencies: latencies)
+    }
+
+    private func produce(_ count: Int, producer: KafkaProducer, producedAt: borrowing Mutex<[String: ContinuousClock.Instant]>) async throws {
+        let now = Date()
+        var records: [KafkaProducerRecord] = []
+        var ids: [String] = []
+        for _ in 0..<count {
+            let callId = CallID.make()
+            var token = [UInt8](repeating: 0, count: 32)
+            for index in token.indices { token[index] = UInt8.random(in: 0...255) }
+            let ring = RingRequest(callId: callId, app: "bench",
+                                   device: Device(token: token.map { String(format: "%02x", $0) }.joined(), environment: .sandbox),
+                                   caller: Caller(handle: "driver-1234", displayName: "Driver Tanaka"),
+                                   requestedAt: now, ringDeadline: now.addingTimeInterval(60), attributes: ["rideId": "R-829"])
+            records.append(KafkaProducerRecord(topic: Topics.requests, key: Array(callId.utf8), value: Array(try CallRequest.ring(ring).encoded())))
+            ids.append(callId)
+        }
+        let start = ContinuousClock.now
+        producedAt.withLock { map in for id in ids { map[id] = start } }
+        for result in try await producer.send(records) { _ = try result.get() }
+    }
+
+    /// Pushes/s of the APNs client alone against the same simulator.
+    func bareClientRate(client: APNSClient, total: Int) async -> Double {
+        let push = APNSVoIPPush(app: "bench", deviceToken: String(repeating: "ab", count: 32), environment: .sandbox,
+                                payload: Array(String(repeating: "x", count: 300).utf8).map { $0 }, expiration: .immediately)
+        let next = SharedCounter()
+        let started = ContinuousClock.now
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<500 {
+                group.addTask {
+                    var push = push
+                    while next.next() < total {
+                        push.apnsID = UUID()
+                        _ = await client.send(push)
+                    }
+                }
+            }
+        }
+        return Double(total) / (ContinuousClock.now - started).seconds
+    }
+}
