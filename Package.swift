@@ -161,6 +161,15 @@ let package = Package(
             dependencies: ["PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator"],
             path: "Tests/PushWorkerTests"
         ),
+        .testTarget(
+            name: "CallpushCLITests",
+            dependencies: [
+                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/CallpushCLITests"
+        ),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),
         .testTarget(

@@ -8,6 +8,7 @@ import Logging
 struct SimulatorHarness {
     let simulator: APNsSimulator
     let client: APNSClient
+    let key: APNsSimulatorTestKey
     var sender: APNsPushSender { APNsPushSender(client: client) }
 
     static func start() async throws -> SimulatorHarness {
@@ -29,7 +30,7 @@ struct SimulatorHarness {
         let client = try APNSClient(configuration: clientConfiguration,
                                     apps: ["rider": APNSApp(bundleID: "com.example.rider", credentials: .token(signingKey))],
                                     logger: logger)
-        return SimulatorHarness(simulator: simulator, client: client)
+        return SimulatorHarness(simulator: simulator, client: client, key: key)
     }
 
     func stop() async {

@@ -1,3 +1,4 @@
+import APNsSimulator
 import CallContract
 import CallpushCore
 import Foundation
@@ -10,31 +11,35 @@ import Testing
 /// In-process integration: embedded Kafka (librdkafka's mock cluster) and real workers.
 @Suite(.serialized) struct WorkerOnKafka {
     @Test func tenThousandRingsThroughTwoWorkersArePushedOnceWithOneTerminalStatusEach() async throws {
+        let apns = try await SimulatorHarness.start()
         try await WorkerTestbed.with(partitions: 6) { bed in
-            let sender = ScriptedSender()
-            let a = try bed.startWorker("worker-a", sender: sender)
-            let b = try bed.startWorker("worker-b", sender: sender)
+            let a = try bed.startWorker("worker-a", sender: apns.sender)
+            let b = try bed.startWorker("worker-b", sender: apns.sender)
             let rings = (0..<10_000).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
 
             let started = ContinuousClock.now
-            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 120)
-            print("10k through 2 workers: all terminal after \(ContinuousClock.now - started)")
-            let pushesPerCall = Dictionary(grouping: sender.sent, by: { try! VoIPPayload.decode($0.push.payload).callId }).mapValues(\.count)
-            #expect(pushesPerCall.count == rings.count, "every call pushed")
-            #expect(pushesPerCall.values.allSatisfy { $0 == 1 }, "no call pushed twice")
-            for ring in rings {
-                #expect(statuses.terminal(ring.callId) == [.sent])
-            }
+            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
+            print("10k through 2 workers and the simulator: all terminal after \(ContinuousClock.now - started)")
+            let pushesPerToken = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
+            #expect(pushesPerToken.count == rings.count, "every call pushed")
+            #expect(pushesPerToken.values.allSatisfy { $0 == 1 }, "no call pushed twice")
+            var wrong = 0
+            for ring in rings where statuses.terminal(ring.callId) != [.sent] { wrong += 1 }
+            #expect(wrong == 0, "every call has exactly one terminal status, sent")
             await bed.stop([a, b])
         }
+        await apns.stop()
     }
 
     @Test func aWorkerStoppedAbruptlyLosesNoCall() async throws {
+        let apns = try await SimulatorHarness.start()
+        var faults = APNsSimulatorFaults()
+        faults.latency = .fixed(milliseconds: 20)
+        apns.simulator.setFaults(faults)
         try await WorkerTestbed.with(partitions: 6) { bed in
-            let sender = ScriptedSender(latency: .milliseconds(20))
-            let a = try bed.startWorker("worker-a", sender: sender, maxInFlight: 50)
-            let b = try bed.startWorker("worker-b", sender: sender, maxInFlight: 50)
+            let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 50)
+            let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 50)
             let rings = (0..<3_000).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
             _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 500 }, seconds: 60)
@@ -42,38 +47,77 @@ import Testing
             _ = await a.task.result
 
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 120)
-            for ring in rings {
-                #expect(!statuses.terminal(ring.callId).isEmpty, "every call reaches a terminal status")
-            }
-            let pushes = Dictionary(grouping: sender.sent, by: { $0.push.apnsID }).mapValues(\.count)
+            var missing = 0
+            for ring in rings where statuses.terminal(ring.callId).isEmpty { missing += 1 }
+            #expect(missing == 0, "every call reaches a terminal status")
+            let pushes = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
+            #expect(pushes.count == rings.count)
             let duplicates = pushes.values.reduce(0) { $0 + $1 - 1 }
             // A push accepted by APNs whose status was not yet durable when the worker died is
             // pushed again by the next owner: bounded by the dead worker's in-flight limit.
             #expect(duplicates <= 50)
-            print("abrupt stop: calls=\(rings.count) duplicate pushes=\(duplicates)")
+            print("abrupt stop: calls=\(rings.count) duplicate pushes=\(duplicates) (bound 50)")
             await bed.stop([b])
         }
+        await apns.stop()
     }
 
     @Test func aPartitionMovingToAnotherWorkerDoesNotRepushSentCalls() async throws {
+        let apns = try await SimulatorHarness.start()
         try await WorkerTestbed.with(partitions: 3) { bed in
-            let sender = ScriptedSender()
-            let a = try bed.startWorker("worker-a", sender: sender)
+            let a = try bed.startWorker("worker-a", sender: apns.sender)
             let rings = (0..<300).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
             _ = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 60)
             await bed.stop([a])
-            #expect(sender.sent.count == rings.count)
+            #expect(apns.simulator.pushes().count == rings.count)
 
             // The same events arrive again (as after a crash before the commit); the new owner
             // knows them only from the status topic.
-            let b = try bed.startWorker("worker-b", sender: sender)
+            let b = try bed.startWorker("worker-b", sender: apns.sender)
             try await bed.produce(rings.map { .ring($0) })
             let statuses = try await bed.collectStatuses(until: { $0.count(.duplicate) >= rings.count }, seconds: 60)
-            #expect(sender.sent.count == rings.count, "nothing pushed again")
+            #expect(apns.simulator.pushes().count == rings.count, "nothing pushed again")
             for ring in rings { #expect(statuses.states(ring.callId) == [.sent, .duplicate]) }
             await bed.stop([b])
         }
+        await apns.stop()
+    }
+
+    @Test func aReplayRingsAgainButARedeliveryDoesNot() async throws {
+        let apns = try await SimulatorHarness.start()
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            let worker = try bed.startWorker("worker-a", sender: apns.sender)
+            let ring = makeRing()
+            try await bed.produce([.ring(ring)])
+            _ = try await bed.collectStatuses(until: { $0.terminal(ring.callId) == [.sent] }, seconds: 30)
+            var replayed = ring
+            replayed.replay = 1
+            try await bed.produce([.ring(ring), .ring(replayed)])
+            let statuses = try await bed.collectStatuses(until: { $0.states(ring.callId).count >= 3 }, seconds: 30)
+            #expect(statuses.states(ring.callId) == [.sent, .duplicate, .sent])
+            #expect(apns.pushes(for: ring.device.token).count == 2, "the original and the replay")
+            await bed.stop([worker])
+        }
+        await apns.stop()
+    }
+
+    @Test func cancelBeforeThePushPreventsItAndCancelAfterLeavesItSent() async throws {
+        let apns = try await SimulatorHarness.start()
+        try await WorkerTestbed.with(partitions: 2) { bed in
+            let worker = try bed.startWorker("worker-a", sender: apns.sender)
+            let cancelledCall = makeRing(token: token(0xca1))
+            let sentCall = makeRing(token: token(0x5e7))
+            try await bed.produce([.cancel(CancelRequest(callId: cancelledCall.callId, requestedAt: Date())), .ring(cancelledCall), .ring(sentCall)])
+            _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 2 }, seconds: 30)
+            try await bed.produce([.cancel(CancelRequest(callId: sentCall.callId, requestedAt: Date())), .ring(makeRing(token: token(0xf00)))])
+            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= 3 }, seconds: 30)
+            #expect(statuses.states(cancelledCall.callId) == [.cancelled])
+            #expect(apns.pushes(for: cancelledCall.device.token).isEmpty, "no push for a call cancelled first")
+            #expect(statuses.states(sentCall.callId) == [.sent], "a cancel after the push changes nothing")
+            await bed.stop([worker])
+        }
+        await apns.stop()
     }
 
     @Test func invalidEventsAreDeadLetteredAndTheWorkerKeepsGoing() async throws {
