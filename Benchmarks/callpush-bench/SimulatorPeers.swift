@@ -85,7 +85,8 @@ enum SimulatorPeers {
         server.standardError = FileHandle.nullDevice
         try server.run()
         defer {
-            server.terminate()
+            // nghttpd ignores SIGTERM while serving; SIGKILL it so waitUntilExit cannot hang.
+            kill(server.processIdentifier, SIGKILL)
             server.waitUntilExit()
         }
         try await waitUntilListening(port: port, process: server)

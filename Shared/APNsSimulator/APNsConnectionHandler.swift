@@ -105,8 +105,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         guard let context, goAwayLastStreamID == nil else { return }
         let last = lastStreamID ?? highestStreamID
         goAwayLastStreamID = last
-        var debug = context.channel.allocator.buffer(capacity: reason.utf8.count + 16)
-        debug.writeString(#"{"reason":"\#(reason)"}"#)
+        let json = (try? JSONSerialization.data(withJSONObject: ["reason": reason])) ?? Data(#"{"reason":"Shutdown"}"#.utf8)
+        var debug = context.channel.allocator.buffer(capacity: json.count)
+        debug.writeBytes(json)
         let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug))
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         core.count { $0.goAwaysSent += 1 }

@@ -126,13 +126,25 @@ public final class APNsSimulator: Service, Sendable {
         do {
             let bound = try await bind()
             let listeners = Listeners(server: bound.server, admin: bound.admin, port: bound.port, adminPort: bound.adminPort)
-            lifecycle.withLock { $0 = .running(listeners) }
+            let stillWanted = lifecycle.withLock { state -> Bool in
+                guard case .starting = state else { return false }
+                state = .running(listeners)
+                return true
+            }
+            guard stillWanted else {
+                // stop() ran while binding.
+                try? await listeners.server.close()
+                if let admin = listeners.admin { try? await admin.close() }
+                throw APNsSimulatorError(code: .startFailed, message: "stopped while starting")
+            }
             logger.info(
                 "APNs simulator ready",
                 metadata: ["apns.port": "\(listeners.port)", "apns.admin_port": "\(listeners.adminPort.map(String.init) ?? "off")"]
             )
         } catch {
-            lifecycle.withLock { $0 = .idle }
+            lifecycle.withLock { state in
+                if case .starting = state { state = .idle }
+            }
             throw error
         }
     }

@@ -47,7 +47,7 @@ struct SimulatorCertificates {
 }
 
 /// A freshly generated TLS identity in PEM: a CA (CA:TRUE, keyCertSign) and a server certificate signed by it
-/// (serverAuth; SANs `localhost`, `127.0.0.1`, `::1`), so strict verifiers (OpenSSL X509_STRICT, BoringSSL)
+/// (serverAuth and clientAuth; SANs `localhost`, `127.0.0.1`, `::1`), so strict verifiers (OpenSSL X509_STRICT, BoringSSL)
 /// accept the chain. Used by the simulator when no files are given; also handy for other local test servers.
 public struct GeneratedTLSIdentity: Sendable {
     /// Server certificate followed by the CA certificate.
@@ -106,7 +106,7 @@ public struct GeneratedTLSIdentity: Sendable {
                 extensions: try Certificate.Extensions {
                     Critical(BasicConstraints.notCertificateAuthority)
                     Critical(KeyUsage(digitalSignature: true))
-                    try ExtendedKeyUsage([.serverAuth])
+                    try ExtendedKeyUsage([.serverAuth, .clientAuth])
                     SubjectAlternativeNames([
                         .dnsName("localhost"),
                         .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
