@@ -38,13 +38,18 @@ struct APNsBenchmark: AsyncParsableCommand {
         print("simulator on 127.0.0.1:\(simulator.port); \(pushes) pushes per run, \(concurrency) in flight")
 
         var rows: [BenchmarkRow] = []
+        await simulator.stop()
         for count in connections {
+            // A fresh simulator per client: a new client signs a new JWT for the same key, which a simulator that
+            // already accepted one (like APNs) rejects for 20 minutes with TooManyProviderTokenUpdates.
+            let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+            try await simulator.start()
             let row = try await measureClient(connections: count, simulator: simulator, key: key, logger: logger)
+            await simulator.stop()
             rows.append(row)
             print(row.formatted)
         }
 
-        await simulator.stop()
         if !skipPeers {
             rows += await runPeers()
         }

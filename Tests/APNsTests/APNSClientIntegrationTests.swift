@@ -6,177 +6,179 @@ import Testing
 
 @testable import APNs
 
-@Suite struct APNSClientIntegrationTests {
-    @Test func sendsAVoIPPushWithTheRightRequest() async throws {
-        try await SimulatorFixture.run { fixture in
-            let id = UUID()
-            var push = fixture.push(token: 42, payload: #"{"callId":"abc"}"#)
-            push.apnsID = id
-            push.expiration = .at(Date(timeIntervalSince1970: 1_900_000_000))
-            let outcome = await fixture.client.send(push)
-            #expect(outcome.disposition == .sent)
-            #expect(outcome.status == 200)
-            #expect(outcome.apnsID == id.uuidString.lowercased())
-            #expect(outcome.uniqueID != nil)  // sandbox
-            #expect(outcome.error == nil && outcome.reason == nil)
+extension APNsIntegration {
+    @Suite struct APNSClientIntegrationTests {
+        @Test func sendsAVoIPPushWithTheRightRequest() async throws {
+            try await SimulatorFixture.run { fixture in
+                let id = UUID()
+                var push = fixture.push(token: 42, payload: #"{"callId":"abc"}"#)
+                push.apnsID = id
+                push.expiration = .at(Date(timeIntervalSince1970: 1_900_000_000))
+                let outcome = await fixture.client.send(push)
+                #expect(outcome.disposition == .sent)
+                #expect(outcome.status == 200)
+                #expect(outcome.apnsID == id.uuidString.lowercased())
+                #expect(outcome.uniqueID != nil)  // sandbox
+                #expect(outcome.error == nil && outcome.reason == nil)
 
-            let recorded = try #require(fixture.simulator.pushes().first)
-            #expect(recorded.deviceToken == SimulatorFixture.deviceToken(42))
-            #expect(recorded.payload == #"{"callId":"abc"}"#)
-            #expect(recorded.apnsID == id.uuidString.lowercased())
-            #expect(recorded.headers["apns-push-type"] == "voip")
-            #expect(recorded.headers["apns-topic"] == "com.example.rider.voip")
-            #expect(recorded.headers["apns-priority"] == "10")
-            #expect(recorded.headers["apns-expiration"] == "1900000000")
-        }
-    }
-
-    @Test func apnsRejectionsBecomeTypedOutcomes() async throws {
-        let gone = Date(timeIntervalSince1970: 1_750_000_000.5)
-        try await SimulatorFixture.run(simulator: { config in
-            config.faults.tokenOutcomes = [
-                SimulatorFixture.deviceToken(1): .unregistered(timestamp: gone),
-                SimulatorFixture.deviceToken(2): .badDeviceToken,
-                SimulatorFixture.deviceToken(3): .status(500, reason: "InternalServerError"),
-                SimulatorFixture.deviceToken(4): .status(400, reason: "FancyNewReason"),
-                SimulatorFixture.deviceToken(5): .tooManyRequests,
-            ]
-        }) { fixture in
-            let unregistered = await fixture.client.send(fixture.push(token: 1))
-            #expect(unregistered.status == 410)
-            #expect(unregistered.reason == .unregistered)
-            #expect(unregistered.disposition == .tokenDead)
-            #expect(unregistered.timestamp == gone)
-
-            let bad = await fixture.client.send(fixture.push(token: 2))
-            #expect(bad.reason == .badDeviceToken && bad.disposition == .tokenDead)
-
-            let serverError = await fixture.client.send(fixture.push(token: 3))
-            #expect(serverError.status == 500 && serverError.disposition == .retry)
-
-            let unknown = await fixture.client.send(fixture.push(token: 4))
-            #expect(unknown.reason == .unknown("FancyNewReason"))
-            #expect(unknown.disposition == .requestInvalid)
-
-            let tooMany = await fixture.client.send(fixture.push(token: 5))
-            #expect(tooMany.reason == .tooManyRequests && tooMany.disposition == .retry)
-        }
-    }
-
-    @Test func payloadOverTheLimitIsRefusedBeforeSending() async throws {
-        try await SimulatorFixture.run { fixture in
-            let big = String(repeating: "x", count: 5121)
-            let outcome = await fixture.client.send(fixture.push(payload: big))
-            #expect(outcome.error?.code == .payloadTooLarge)
-            #expect(outcome.disposition == .requestInvalid)
-            #expect(outcome.attempts == 0)
-            let badToken = APNSVoIPPush(app: "rider", deviceToken: "not-hex", environment: .sandbox, payload: Array("{}".utf8))
-            #expect(await fixture.client.send(badToken).error?.code == .invalidDeviceToken)
-            let unknownApp = APNSVoIPPush(app: "nope", deviceToken: "abcd", environment: .sandbox, payload: Array("{}".utf8))
-            #expect(await fixture.client.send(unknownApp).error?.code == .unknownApp)
-            #expect(fixture.simulator.pushes().isEmpty)
-        }
-    }
-
-    @Test func unansweredRequestTimesOutWithinItsDeadline() async throws {
-        try await SimulatorFixture.run(simulator: { $0.faults.noResponse = true }) { fixture in
-            let outcome = await fixture.client.send(fixture.push(timeout: .milliseconds(300)))
-            #expect(outcome.error?.code == .timeout)
-            #expect(outcome.disposition == .retry)
-            // The connection still works for others once the fault is gone.
-            fixture.simulator.setFaults(.init())
-            #expect(await fixture.client.send(fixture.push(token: 2)).isSent)
-        }
-    }
-
-    @Test func maxConcurrentStreamsIsHonoured() async throws {
-        try await SimulatorFixture.run(
-            simulator: {
-                $0.maxConcurrentStreams = 5
-                $0.faults.latency = .fixed(milliseconds: 5)
-            },
-            client: { $0.connectionsPerPool = 1 }
-        ) { fixture in
-            let outcomes = await withTaskGroup(of: APNSOutcome.self) { group in
-                for n in 0..<200 { group.addTask { await fixture.client.send(fixture.push(token: n)) } }
-                return await group.reduce(into: []) { $0.append($1) }
+                let recorded = try #require(fixture.simulator.pushes().first)
+                #expect(recorded.deviceToken == SimulatorFixture.deviceToken(42))
+                #expect(recorded.payload == #"{"callId":"abc"}"#)
+                #expect(recorded.apnsID == id.uuidString.lowercased())
+                #expect(recorded.headers["apns-push-type"] == "voip")
+                #expect(recorded.headers["apns-topic"] == "com.example.rider.voip")
+                #expect(recorded.headers["apns-priority"] == "10")
+                #expect(recorded.headers["apns-expiration"] == "1900000000")
             }
-            #expect(outcomes.count == 200)
-            #expect(outcomes.allSatisfy { $0.isSent }, "\(Dictionary(grouping: outcomes, by: \.code).mapValues(\.count))")
-            // Never more streams than allowed: no stream had to be refused and retried.
-            #expect(outcomes.allSatisfy { $0.attempts == 1 })
-            #expect(fixture.simulator.pushes().count == 200)
         }
-    }
 
-    @Test func expiredProviderTokenIsRenewedOnceWithoutALoop() async throws {
-        // The client's clock is 61 minutes behind: every token it signs is already expired for the simulator.
-        let clock = TestClock(Date().addingTimeInterval(-61 * 60))
-        try await SimulatorFixture.run(now: clock.now) { fixture in
-            let first = await fixture.client.send(fixture.push(token: 1))
-            #expect(first.reason == .expiredProviderToken)
-            #expect(first.disposition == .renewTokenAndRetry)
-            #expect(first.attempts == 2)  // renewed once, retried once
+        @Test func apnsRejectionsBecomeTypedOutcomes() async throws {
+            let gone = Date(timeIntervalSince1970: 1_750_000_000.5)
+            try await SimulatorFixture.run(simulator: { config in
+                config.faults.tokenOutcomes = [
+                    SimulatorFixture.deviceToken(1): .unregistered(timestamp: gone),
+                    SimulatorFixture.deviceToken(2): .badDeviceToken,
+                    SimulatorFixture.deviceToken(3): .status(500, reason: "InternalServerError"),
+                    SimulatorFixture.deviceToken(4): .status(400, reason: "FancyNewReason"),
+                    SimulatorFixture.deviceToken(5): .tooManyRequests,
+                ]
+            }) { fixture in
+                let unregistered = await fixture.client.send(fixture.push(token: 1))
+                #expect(unregistered.status == 410)
+                #expect(unregistered.reason == .unregistered)
+                #expect(unregistered.disposition == .tokenDead)
+                #expect(unregistered.timestamp == gone)
 
-            // The renewed token is rejected as well: no renewal loop, one attempt.
-            let second = await fixture.client.send(fixture.push(token: 2))
-            #expect(second.reason == .expiredProviderToken)
-            #expect(second.attempts == 1)
+                let bad = await fixture.client.send(fixture.push(token: 2))
+                #expect(bad.reason == .badDeviceToken && bad.disposition == .tokenDead)
 
-            // With the clock right, the next scheduled renewal gives a token the simulator accepts.
-            clock.advance(minutes: 61)
-            let third = await fixture.client.send(fixture.push(token: 3))
-            #expect(third.isSent)
-            #expect(fixture.simulator.pushes().map(\.deviceToken) == [SimulatorFixture.deviceToken(3)])
-        }
-    }
+                let serverError = await fixture.client.send(fixture.push(token: 3))
+                #expect(serverError.status == 500 && serverError.disposition == .retry)
 
-    @Test func tenThousandPushesThroughGoAwaysAndADroppedConnectionEachEndOnce() async throws {
-        try await SimulatorFixture.run(
-            simulator: { $0.faults.goAwayAfterStreams = 1000 },
-            client: { $0.requestTimeout = .seconds(20) },
-            timeLimit: 240  // debug builds on a shared 2-core machine manage ~100-200 pushes/s
-        ) { fixture in
-            let total = 10_000
-            let finished = Counter()
-            let counts = await withTaskGroup(of: APNSOutcome.self) { group in
-                var sent = 0
-                var failed = 0
-                var failureCodes: Set<String> = []
-                var started = 0
-                var droppedFaultSet = false
-                func add() {
-                    let n = started
-                    started += 1
-                    group.addTask {
-                        let outcome = await fixture.client.send(fixture.push(token: n))
-                        finished.increment()
-                        return outcome
-                    }
-                }
-                for _ in 0..<50 { add() }
-                while let outcome = await group.next() {
-                    if outcome.isSent { sent += 1 } else { failed += 1; failureCodes.insert(outcome.code); if failed < 5 { print("failure: \(outcome) \(outcome.error.map { "\($0)" } ?? "")") } }
-                    let done = sent + failed
-                    if done == 3000, !droppedFaultSet {
-                        droppedFaultSet = true
-                        fixture.simulator.setFaults(.init(goAwayAfterStreams: 1000, dropConnectionAfterStreams: 150))
-                    }
-                    if done == 3400 { fixture.simulator.setFaults(.init(goAwayAfterStreams: 1000)) }
-                    if started < total { add() }
-                }
-                return (sent, failed, failureCodes)
+                let unknown = await fixture.client.send(fixture.push(token: 4))
+                #expect(unknown.reason == .unknown("FancyNewReason"))
+                #expect(unknown.disposition == .requestInvalid)
+
+                let tooMany = await fixture.client.send(fixture.push(token: 5))
+                #expect(tooMany.reason == .tooManyRequests && tooMany.disposition == .retry)
             }
-            print("10k: sent \(counts.0) failed \(counts.1) stats \(fixture.simulator.stats())")
-            #expect(counts.0 + counts.1 == total)
-            #expect(finished.value == total)
-            let stats = fixture.simulator.stats()
-            #expect(stats.goAwaysSent >= 5)
-            #expect(stats.connectionsDropped >= 1)
-            #expect(fixture.simulator.pushes().count >= counts.0)
-            // GOAWAY-refused streams are retried transparently: only streams in flight on dropped connections fail.
-            #expect(counts.2.isSubset(of: ["connection-lost"]))
-            #expect(counts.0 >= total / 2)
+        }
+
+        @Test func payloadOverTheLimitIsRefusedBeforeSending() async throws {
+            try await SimulatorFixture.run { fixture in
+                let big = String(repeating: "x", count: 5121)
+                let outcome = await fixture.client.send(fixture.push(payload: big))
+                #expect(outcome.error?.code == .payloadTooLarge)
+                #expect(outcome.disposition == .requestInvalid)
+                #expect(outcome.attempts == 0)
+                let badToken = APNSVoIPPush(app: "rider", deviceToken: "not-hex", environment: .sandbox, payload: Array("{}".utf8))
+                #expect(await fixture.client.send(badToken).error?.code == .invalidDeviceToken)
+                let unknownApp = APNSVoIPPush(app: "nope", deviceToken: "abcd", environment: .sandbox, payload: Array("{}".utf8))
+                #expect(await fixture.client.send(unknownApp).error?.code == .unknownApp)
+                #expect(fixture.simulator.pushes().isEmpty)
+            }
+        }
+
+        @Test func unansweredRequestTimesOutWithinItsDeadline() async throws {
+            try await SimulatorFixture.run(simulator: { $0.faults.noResponse = true }) { fixture in
+                let outcome = await fixture.client.send(fixture.push(timeout: .milliseconds(300)))
+                #expect(outcome.error?.code == .timeout)
+                #expect(outcome.disposition == .retry)
+                // The connection still works for others once the fault is gone.
+                fixture.simulator.setFaults(.init())
+                #expect(await fixture.client.send(fixture.push(token: 2)).isSent)
+            }
+        }
+
+        @Test func maxConcurrentStreamsIsHonoured() async throws {
+            try await SimulatorFixture.run(
+                simulator: {
+                    $0.maxConcurrentStreams = 5
+                    $0.faults.latency = .fixed(milliseconds: 5)
+                },
+                client: { $0.connectionsPerPool = 1 }
+            ) { fixture in
+                let outcomes = await withTaskGroup(of: APNSOutcome.self) { group in
+                    for n in 0..<200 { group.addTask { await fixture.client.send(fixture.push(token: n)) } }
+                    return await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(outcomes.count == 200)
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Dictionary(grouping: outcomes, by: \.code).mapValues(\.count))")
+                // Never more streams than allowed: no stream had to be refused and retried.
+                #expect(outcomes.allSatisfy { $0.attempts == 1 })
+                #expect(fixture.simulator.pushes().count == 200)
+            }
+        }
+
+        @Test func expiredProviderTokenIsRenewedOnceWithoutALoop() async throws {
+            // The client's clock is 61 minutes behind: every token it signs is already expired for the simulator.
+            let clock = TestClock(Date().addingTimeInterval(-61 * 60))
+            try await SimulatorFixture.run(now: clock.now) { fixture in
+                let first = await fixture.client.send(fixture.push(token: 1))
+                #expect(first.reason == .expiredProviderToken)
+                #expect(first.disposition == .renewTokenAndRetry)
+                #expect(first.attempts == 2)  // renewed once, retried once
+
+                // The renewed token is rejected as well: no renewal loop, one attempt.
+                let second = await fixture.client.send(fixture.push(token: 2))
+                #expect(second.reason == .expiredProviderToken)
+                #expect(second.attempts == 1)
+
+                // With the clock right, the next scheduled renewal gives a token the simulator accepts.
+                clock.advance(minutes: 61)
+                let third = await fixture.client.send(fixture.push(token: 3))
+                #expect(third.isSent)
+                #expect(fixture.simulator.pushes().map(\.deviceToken) == [SimulatorFixture.deviceToken(3)])
+            }
+        }
+
+        @Test func tenThousandPushesThroughGoAwaysAndADroppedConnectionEachEndOnce() async throws {
+            try await SimulatorFixture.run(
+                simulator: { $0.faults.goAwayAfterStreams = 1000 },
+                client: { $0.requestTimeout = .seconds(20) },
+                timeLimit: 240  // debug builds on a shared 2-core machine manage ~100-200 pushes/s
+            ) { fixture in
+                let total = 10_000
+                let finished = Counter()
+                let counts = await withTaskGroup(of: APNSOutcome.self) { group in
+                    var sent = 0
+                    var failed = 0
+                    var failureCodes: Set<String> = []
+                    var started = 0
+                    var droppedFaultSet = false
+                    func add() {
+                        let n = started
+                        started += 1
+                        group.addTask {
+                            let outcome = await fixture.client.send(fixture.push(token: n))
+                            finished.increment()
+                            return outcome
+                        }
+                    }
+                    for _ in 0..<50 { add() }
+                    while let outcome = await group.next() {
+                        if outcome.isSent { sent += 1 } else { failed += 1; failureCodes.insert(outcome.code); if failed < 5 { print("failure: \(outcome) \(outcome.error.map { "\($0)" } ?? "")") } }
+                        let done = sent + failed
+                        if done == 3000, !droppedFaultSet {
+                            droppedFaultSet = true
+                            fixture.simulator.setFaults(.init(goAwayAfterStreams: 1000, dropConnectionAfterStreams: 150))
+                        }
+                        if done == 3400 { fixture.simulator.setFaults(.init(goAwayAfterStreams: 1000)) }
+                        if started < total { add() }
+                    }
+                    return (sent, failed, failureCodes)
+                }
+                print("10k: sent \(counts.0) failed \(counts.1) stats \(fixture.simulator.stats())")
+                #expect(counts.0 + counts.1 == total)
+                #expect(finished.value == total)
+                let stats = fixture.simulator.stats()
+                #expect(stats.goAwaysSent >= 5)
+                #expect(stats.connectionsDropped >= 1)
+                #expect(fixture.simulator.pushes().count >= counts.0)
+                // GOAWAY-refused streams are retried transparently: only streams in flight on dropped connections fail.
+                #expect(counts.2.isSubset(of: ["connection-lost"]))
+                #expect(counts.0 >= total / 2)
+            }
         }
     }
 }

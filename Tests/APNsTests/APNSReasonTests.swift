@@ -77,3 +77,12 @@ import Testing
         #expect(APNSError(.refusedStream, "x").wasNotSent)
     }
 }
+
+@Suite struct APNSGoAwayDebugDataTests {
+    @Test func goAwayReasonIsReadFromDebugData() {
+        #expect(APNSConnectionHandler.reason(fromDebugData: ByteBuffer(string: #"{"reason":"Shutdown"}"#)) == "Shutdown")
+        #expect(APNSConnectionHandler.reason(fromDebugData: ByteBuffer(string: #"{ "reason" : "IdleTimeout" }"#)) == "IdleTimeout")
+        #expect(APNSConnectionHandler.reason(fromDebugData: ByteBuffer(string: "plain text")) == "plain text")
+        #expect(APNSConnectionHandler.reason(fromDebugData: ByteBuffer()) == nil)
+    }
+}

@@ -48,6 +48,8 @@ struct SimulatorFixture: Sendable {
             configuration.productionEndpoint = APNSEndpoint(host: "localhost", port: simulator.port)
             configuration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
             configuration.trustOnlyAdditionalCAs = true
+            // Generous: tests run in parallel in debug builds on small shared machines; deadline tests set their own.
+            configuration.requestTimeout = .seconds(30)
             configureClient(&configuration)
             let signingKey = try APNSSigningKey(privateKey: key, keyID: keyID, teamID: teamID)
             let client = try APNSClient(
