@@ -99,17 +99,19 @@ struct WorkerBenchmark: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(50))
         }
 
-        let producedAt = Mutex<[String: ContinuousClock.Instant]>([:])
+        let producedAt = Timestamps()
         let sentLatencies = Mutex<[Double]>([])
         let total = offeredRate.map { $0 * seconds } ?? events
-        let statusConsumer = try KafkaConsumer(
-            configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .group(id: "bench-status-\(UUID())", topics: [Topics.status])),
-            logger: logger)
+        // Manual assignment: no group join delay before the first status can be read.
+        let statusConsumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
+        try await statusConsumer.assign((0..<Int32(partitions)).map {
+            KafkaPartitionAssignment(topic: Topics.status, partition: $0, start: .beginning)
+        })
         let collecting = Task {
             for try await message in statusConsumer.messages {
                 let now = ContinuousClock.now
                 guard let status = try? CallStatus.decode(Data(message.value)), status.state == .sent,
-                      let start = producedAt.withLock({ $0[status.callId] }) else { continue }
+                      let start = producedAt.get(status.callId) else { continue }
                 let done = sentLatencies.withLock { latencies -> Int in
                     latencies.append((now - start).seconds * 1000)
                     return latencies.count
@@ -120,16 +122,20 @@ struct WorkerBenchmark: AsyncParsableCommand {
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka, linger: .milliseconds(1)), logger: logger)
         let started = ContinuousClock.now
         if let offeredRate {
+            // Each tick's batch is produced in its own task so acknowledgements never slow the ticker.
             let tick = Duration.milliseconds(10)
             let perTick = max(1, offeredRate / 100)
-            var sent = 0
-            var next = ContinuousClock.now
-            while sent < total {
-                let batch = min(perTick, total - sent)
-                try await produce(batch, producer: producer, producedAt: producedAt)
-                sent += batch
-                next = next.advanced(by: tick)
-                try await Task.sleep(until: next)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                var sent = 0
+                var next = ContinuousClock.now
+                while sent < total {
+                    let batch = min(perTick, total - sent)
+                    group.addTask { try await self.produce(batch, producer: producer, producedAt: producedAt) }
+                    sent += batch
+                    next = next.advanced(by: tick)
+                    try await Task.sleep(until: next)
+                }
+                try await group.waitForAll()
             }
         } else {
             var sent = 0
@@ -144,6 +150,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(20))
         }
         let elapsed = (ContinuousClock.now - started).seconds
+        if sentLatencies.withLock({ $0.count }) < total { print("  (not every event reached sent within 120 s)") }
         collecting.cancel()
         await statusConsumer.shutdown()
         await producer.shutdown()
@@ -154,7 +161,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         return Result(events: latencies.count, seconds: elapsed, latencies: latencies)
     }
 
-    private func produce(_ count: Int, producer: KafkaProducer, producedAt: borrowing Mutex<[String: ContinuousClock.Instant]>) async throws {
+    private func produce(_ count: Int, producer: KafkaProducer, producedAt: Timestamps) async throws {
         let now = Date()
         var records: [KafkaProducerRecord] = []
         var ids: [String] = []
@@ -170,8 +177,15 @@ struct WorkerBenchmark: AsyncParsableCommand {
             ids.append(callId)
         }
         let start = ContinuousClock.now
-        producedAt.withLock { map in for id in ids { map[id] = start } }
+        producedAt.set(ids, start)
         for result in try await producer.send(records) { _ = try result.get() }
+    }
+
+    /// When each call's event was produced.
+    final class Timestamps: Sendable {
+        private let map = Mutex<[String: ContinuousClock.Instant]>([:])
+        func set(_ ids: [String], _ instant: ContinuousClock.Instant) { map.withLock { for id in ids { $0[id] = instant } } }
+        func get(_ id: String) -> ContinuousClock.Instant? { map.withLock { $0[id] } }
     }
 
     /// Pushes/s of the APNs client alone against the same simulator.
