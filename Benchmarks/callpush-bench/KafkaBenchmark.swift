@@ -78,6 +78,7 @@ struct KafkaBenchmark: AsyncParsableCommand {
         let produceTime = ContinuousClock.now - produceStart
         await producer.shutdown()
         if failures > 0 { print("ours: \(failures) delivery failures") }
+        print(String(format: "ours: producer %.0f msg/s (all acknowledged)", Double(messages - 1) / produceTime.seconds))
 
         var consumerConfiguration = KafkaConsumerConfiguration(
             kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers]),

@@ -148,6 +148,7 @@ struct ProducerTests {
                 }
                 #expect(error.code == "MSG_SIZE_TOO_LARGE")
                 #expect(error.persistenceStatus == .notPersisted)
+                #expect(await producer.flush(timeout: .seconds(5)), "nothing left in the queue")
             }
         }
     }

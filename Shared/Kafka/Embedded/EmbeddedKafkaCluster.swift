@@ -38,7 +38,8 @@ public final class EmbeddedKafkaCluster: Service, Sendable {
             type: RD_KAFKA_PRODUCER,
             properties: ["client.id": "embedded-kafka-cluster"],
             logger: logger,
-            delegate: nil
+            delegate: nil,
+            servesMainQueue: false
         )
         guard let mock = rd_kafka_mock_cluster_new(client.handle, Int32(brokers)),
             let bootstraps = rd_kafka_mock_cluster_bootstraps(mock)

@@ -23,7 +23,8 @@ struct DeliverySlot {
 /// lock or task).
 ///
 /// `@unchecked Sendable`: `outcomes[i]` is written exactly once, either by the sender
-/// (synchronous produce failure) or by the poll thread (delivery report); it is read only
+/// (synchronous produce failure) or by the thread serving delivery reports (the poll thread,
+/// or a `flush` thread); it is read only
 /// after `remaining` reached zero, whose atomic decrement (acquiring-releasing) orders the
 /// writes before the read. The continuation is behind a `Mutex`.
 final class DeliveryBatch: @unchecked Sendable {
@@ -64,7 +65,7 @@ final class DeliveryBatch: @unchecked Sendable {
         arrive()
     }
 
-    /// Called on the poll thread from the delivery-report callback.
+    /// Called from the delivery-report callback (poll or flush thread).
     static func deliver(_ message: UnsafePointer<rd_kafka_message_t>) {
         guard let opaque = message.pointee._private else { return }
         let slot = opaque.assumingMemoryBound(to: DeliverySlot.self).pointee

@@ -34,6 +34,18 @@ extension KafkaProducer {
         return results
     }
 
+    /// Waits until every message handed to librdkafka so far was acknowledged or failed, at
+    /// most `timeout`. Returns `true` if the queue is empty. (Shutdown flushes by itself.)
+    /// `rd_kafka_flush` blocks, so it runs on a dedicated thread.
+    public func flush(timeout: Duration) async -> Bool {
+        guard state.withLock({ $0.enterSend() }) else { return false }
+        let handle = UncheckedHandle(client.handle)
+        let timeoutMs = Int32(clamping: timeout.milliseconds)
+        let err = await BlockingCall.run("kafka-producer.flush") { rd_kafka_flush(handle.pointer, timeoutMs) }
+        if let continuation = state.withLock({ $0.leaveSend() }) { continuation.resume() }
+        return err == RD_KAFKA_RESP_ERR_NO_ERROR
+    }
+
     /// Hands every record to librdkafka, waiting for room when its queue is full.
     private func produceAll(_ records: [KafkaProducerRecord], batch: DeliveryBatch) async {
         var index = 0

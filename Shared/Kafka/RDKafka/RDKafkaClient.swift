@@ -4,8 +4,8 @@ import Synchronization
 
 /// Receives the callbacks librdkafka makes while a client's queues are served.
 ///
-/// All of them run on the client's own poll thread (we set `log.queue=true` and serve the
-/// main queue ourselves), never on internal librdkafka threads.
+/// They run on the client's own poll thread (we set `log.queue=true` and serve the main
+/// queue ourselves), never on internal librdkafka threads.
 protocol RDKafkaClientDelegate: AnyObject, Sendable {
     /// A group rebalance (consumer): assign or revoke `partitions`.
     func rebalance(_ err: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>)
@@ -54,7 +54,8 @@ final class RDKafkaClient: @unchecked Sendable {
         type: rd_kafka_type_t,
         properties: [String: String],
         logger: Logger,
-        delegate: (any RDKafkaClientDelegate)?
+        delegate: (any RDKafkaClientDelegate)?,
+        servesMainQueue: Bool = true
     ) throws(KafkaError) -> RDKafkaClient {
         guard let conf = rd_kafka_conf_new() else {
             throw KafkaError(code: .configuration, message: "rd_kafka_conf_new failed")
@@ -63,7 +64,9 @@ final class RDKafkaClient: @unchecked Sendable {
         defer { if ownsConf { rd_kafka_conf_destroy(conf) } }
 
         var all = properties
-        all["log.queue"] = "true"
+        // Clients with a poll thread get logs on it; others (the mock cluster's handle, which
+        // nobody polls) log directly from librdkafka's threads (the callback is thread-safe).
+        all["log.queue"] = servesMainQueue ? "true" : "false"
         for key in all.keys.sorted() {
             let value = try KafkaConfiguration.resolve(key: key, value: all[key] ?? "")
             try setProperty(conf, key: key, value: value)
@@ -89,7 +92,7 @@ final class RDKafkaClient: @unchecked Sendable {
         ownsConf = false
         // Logs go to the main queue (served by our poll thread; for consumers it is
         // forwarded to the consumer queue by rd_kafka_poll_set_consumer).
-        rd_kafka_set_log_queue(handle, nil)
+        if servesMainQueue { rd_kafka_set_log_queue(handle, nil) }
         return RDKafkaClient(handle: handle, context: context, retained: retained)
     }
 
