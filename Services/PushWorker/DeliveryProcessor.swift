@@ -20,6 +20,9 @@ public struct DeliveryProcessor: Sendable {
         public var attemptTimeout: Duration
         /// How long a cancelled call is remembered after its cancel.
         public var cancelMemory: Duration
+        /// How long the outcome of a push that went out keeps being written after the delivery was
+        /// cancelled (revoke or shutdown past the drain bound).
+        public var outcomeWriteBound: Duration = .seconds(10)
 
         public init(workerID: String, apps: Set<String>, retry: RetryPolicy = .init(),
                     attemptTimeout: Duration = .seconds(5), cancelMemory: Duration = .seconds(600)) {
@@ -216,11 +219,18 @@ public struct DeliveryProcessor: Sendable {
         await durably({ try await publisher.publish(status: status, partition: partition) }, evenIfCancelled: evenIfCancelled)
     }
 
-    /// Retries a write until it is acknowledged. Gives up only when the task is cancelled — and,
-    /// with `evenIfCancelled` (a push went out: its outcome must be recorded), after a few more tries.
-    private func durably(_ write: @Sendable () async throws -> Void, evenIfCancelled: Bool = false) async -> Bool {
+    /// Retries a write until it is acknowledged. Without `evenIfCancelled` it gives up when the task
+    /// is cancelled (nothing was pushed: the next owner redoes the event). With it — a push went out,
+    /// so its outcome must be recorded or the next owner would ring again — the write runs in a task
+    /// that does not inherit the cancellation, bounded by `outcomeWriteBound`.
+    private func durably(_ write: @escaping @Sendable () async throws -> Void, evenIfCancelled: Bool = false) async -> Bool {
+        guard evenIfCancelled else { return await retrying(write, until: nil) }
+        let deadline = ContinuousClock.now + settings.outcomeWriteBound
+        return await Task { await self.retrying(write, until: deadline) }.value
+    }
+
+    private func retrying(_ write: @Sendable () async throws -> Void, until deadline: ContinuousClock.Instant?) async -> Bool {
         var delay = 0.05
-        var triesAfterCancel = 0
         while true {
             do {
                 try await write()
@@ -228,15 +238,10 @@ public struct DeliveryProcessor: Sendable {
             } catch {
                 logger.error("could not write outcome to Kafka; retrying", metadata: ["error": "\(error)"])
             }
-            if Task.isCancelled {
-                triesAfterCancel += 1
-                if !evenIfCancelled || triesAfterCancel > 3 { return false }
-                // Task.sleep returns at once in a cancelled task: wait on a detached timer instead.
-                await Task.detached { try? await Task.sleep(for: .milliseconds(200)) }.value
-            } else {
-                try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 2)
-            }
+            if Task.isCancelled { return false }
+            if let deadline, ContinuousClock.now + .seconds(delay) > deadline { return false }
+            try? await Task.sleep(for: .seconds(delay))
+            delay = min(delay * 2, 2)
         }
     }
 

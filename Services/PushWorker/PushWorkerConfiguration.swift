@@ -45,7 +45,7 @@ public struct PushWorkerConfiguration: Sendable {
             kafka: kafka, mode: .group(id: groupID, topics: [requestsTopic]), groupInstanceID: groupInstanceID,
             sessionTimeout: sessionTimeout, heartbeatInterval: heartbeatInterval,
             maxBufferedMessages: max(100, min(maxInFlight, 5_000)),
-            revokeTimeout: drainTimeout + attemptTimeout + .seconds(5),
+            revokeTimeout: drainTimeout + attemptTimeout + .seconds(15),  // + the outcome-write bound of a push that went out
             assignTimeout: rebuildTimeout + .seconds(5))
     }
 

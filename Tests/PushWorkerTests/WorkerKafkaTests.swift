@@ -34,11 +34,15 @@ import Testing
     @Test func ringsThroughTwoWorkersAndTheSimulatorArePushedOnceWithOneTerminalStatusEach() async throws {
         let apns = try await SimulatorHarness.start()
         try await WorkerTestbed.with(partitions: 6) { bed in
-            let a = try bed.startWorker("worker-a", sender: apns.sender)
-            let b = try bed.startWorker("worker-b", sender: apns.sender)
+            // A healthy transport: with too many streams in flight a debug build times out and loses
+            // connections, and the retries those force may ring twice (apns.md: a lost response may
+            // have been delivered). Exactly-once is the promise when APNs answers.
+            let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 100)
+            let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 100)
             let rings = (0..<1_500).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
+            #expect(statuses.count(.retrying) == 0, "the transport stayed healthy (otherwise see the comment above)")
             let pushesPerToken = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
             #expect(pushesPerToken.count == rings.count, "every call pushed")
             #expect(pushesPerToken.values.allSatisfy { $0 == 1 }, "no call pushed twice")
