@@ -40,12 +40,15 @@ public struct DeliveryProcessor: Sendable {
     public let cancels: CancelSignals
     public let dedupe: PartitionDedupe
     public let ackTokens: AckTokenSigner
+    /// Suspends an app's pushes after APNs refused its credentials.
+    public let credentials: CredentialCircuit
     public var logger: Logger
     public var metrics: WorkerMetrics?
     public var now: @Sendable () -> Date
 
     public init(settings: Settings, sender: any VoIPPushSending, publisher: any OutcomePublishing,
                 cancels: CancelSignals, dedupe: PartitionDedupe, ackTokens: AckTokenSigner,
+                credentials: CredentialCircuit = CredentialCircuit(),
                 logger: Logger, metrics: WorkerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.settings = settings
         self.sender = sender
@@ -53,6 +56,7 @@ public struct DeliveryProcessor: Sendable {
         self.cancels = cancels
         self.dedupe = dedupe
         self.ackTokens = ackTokens
+        self.credentials = credentials
         self.logger = logger
         self.metrics = metrics
         self.now = now
@@ -117,6 +121,16 @@ public struct DeliveryProcessor: Sendable {
                 status.state = .expired
                 return await finish(status, event: event)
             }
+            let admission = credentials.admit(app: ring.app, now: start)
+            if case .suspended(let until, let reason) = admission {
+                status.state = .failed
+                status.apns = nil
+                status.at = start
+                status.error = .init(code: Self.suspendedCode,
+                                     message: "not pushed: APNs refused the credentials of app \(ring.app) (\(reason)); "
+                                         + "its pushes are suspended until \(ContractCoding.format(until))")
+                return await finish(status, event: event, deadLetter: true)
+            }
             status.attempt += 1
             let push = VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment,
                                 apnsID: apnsID, expiration: ring.ringDeadline, payload: payload,
@@ -126,6 +140,7 @@ public struct DeliveryProcessor: Sendable {
             metrics?.apnsLatency(app: ring.app, ContinuousClock.now - sentAt)
             status.apns = attempt.details
             status.at = now()
+            recordCredentialEvidence(attempt, app: ring.app, probe: admission == .probe)
 
             switch attempt.disposition {
             case .sent:
@@ -174,6 +189,24 @@ public struct DeliveryProcessor: Sendable {
                     }
                 }
             }
+        }
+    }
+
+    /// Error code of a delivery not pushed because its app is suspended (`CredentialCircuit`).
+    public static let suspendedCode = "app-suspended"
+
+    private func recordCredentialEvidence(_ attempt: PushAttempt, app: String, probe: Bool) {
+        let evidence: CredentialCircuit.Evidence = switch attempt.disposition {
+        case .credentialsInvalid: .refused(reason: attempt.reason ?? "status-\(attempt.status ?? 0)")
+        case .sent, .tokenDead, .requestInvalid: .accepted
+        case .retry, .renewTokenAndRetry: .inconclusive
+        }
+        if let until = credentials.record(app: app, evidence, probe: probe, now: now()) {
+            logger.error("APNs refused the app's credentials; its pushes are suspended (fix the key or certificate, then replay the DLQ)",
+                         metadata: ["app": "\(app)", "apns.reason": "\(attempt.reason ?? "-")",
+                                    "suspended.until": "\(ContractCoding.format(until))"])
+        } else if probe, evidence == .accepted {
+            logger.notice("APNs accepted the app's credentials again; pushes resumed", metadata: ["app": "\(app)"])
         }
     }
 

@@ -123,6 +123,8 @@ public final class PushWorkerService: Service, Sendable {
             ticks += 1
             metrics.setInFlight(coordinator.inFlightCount)
             metrics.setAssigned(coordinator.owned.count)
+            let suspended = processor.credentials.suspendedApps(now: Date())
+            for app in processor.settings.apps { metrics.setSuspended(app: app, suspended.contains(app)) }
             await updateLag()
             if ticks % 6 == 0 {
                 let now = Date()

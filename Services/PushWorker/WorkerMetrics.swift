@@ -54,6 +54,12 @@ public final class WorkerMetrics: Sendable {
                                        labels: [("app", Self.clip(app))], buckets: Self.latencyBuckets).record(duration)
     }
 
+    /// 1 while the app's pushes are suspended after APNs refused its credentials.
+    func setSuspended(app: String, _ suspended: Bool) {
+        registry.makeGauge(descriptor: Self.name("app_suspended", "", "1 while an app's pushes are suspended after APNs refused its credentials."),
+                           labels: [("app", Self.clip(app))]).set(to: suspended ? 1 : 0)
+    }
+
     func setInFlight(_ count: Int) { inFlight.set(to: Double(count)) }
     func setAssigned(_ count: Int) { assigned.set(to: Double(count)) }
 

@@ -76,14 +76,15 @@ struct Harness {
     let processor: DeliveryProcessor
 
     init(sender: ScriptedSender = ScriptedSender(), publisher: RecordingPublisher = RecordingPublisher(),
-         retry: RetryPolicy = RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20), maxAttempts: 8, minimumRemaining: .milliseconds(5))) {
+         retry: RetryPolicy = RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20), maxAttempts: 8, minimumRemaining: .milliseconds(5)),
+         credentials: CredentialCircuit = CredentialCircuit()) {
         self.sender = sender
         self.publisher = publisher
         self.processor = DeliveryProcessor(
-            settings: .init(workerID: "test-worker", apps: ["rider"], retry: retry, attemptTimeout: .seconds(2)),
+            settings: .init(workerID: "test-worker", apps: ["rider", "taxi"], retry: retry, attemptTimeout: .seconds(2)),
             sender: sender, publisher: publisher, cancels: CancelSignals(),
             dedupe: PartitionDedupe(retention: .seconds(60), capacity: 10_000),
-            ackTokens: try! AckTokenSigner(secret: testSecret), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
 
     func process(_ request: CallRequest, partition: Int32 = 3, offset: Int64 = 100) async throws -> DeliveryResult {
@@ -105,5 +106,6 @@ extension PushAttempt {
     static let unavailable = PushAttempt(disposition: .retry, status: 503, reason: "ServiceUnavailable")
     static let unregistered = PushAttempt(disposition: .tokenDead, status: 410, reason: "Unregistered",
                                           timestamp: Date(timeIntervalSince1970: 1_795_262_000))
+    static let invalidProviderToken = PushAttempt(disposition: .credentialsInvalid, status: 403, reason: "InvalidProviderToken")
     static let expiredProviderToken = PushAttempt(disposition: .renewTokenAndRetry, status: 403, reason: "ExpiredProviderToken")
 }

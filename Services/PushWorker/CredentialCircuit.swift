@@ -1,0 +1,102 @@
+import Foundation
+import Synchronization
+
+/// Stops pushing for an app whose credentials APNs refused, so a bad key or certificate does
+/// not burn through a backlog of calls against APNs (reference/apns.md: "credentials are wrong
+/// — alert; do not burn through a backlog").
+///
+/// A circuit per app. Closed: pushes go out. After a `credentialsInvalid` answer it opens for a
+/// cool-down (10 s, doubling to 5 min on each failed probe); deliveries for the app then end
+/// `failed` with code `app-suspended` and go to the DLQ without contacting APNs (replay them once
+/// the credentials are fixed). When the cool-down is over one delivery is let through as a probe:
+/// any answer other than `credentialsInvalid` closes the circuit.
+public final class CredentialCircuit: Sendable {
+    /// What a delivery for an app may do now.
+    public enum Admission: Sendable, Equatable {
+        /// Push normally.
+        case allowed
+        /// Push: this delivery probes whether the credentials work again.
+        case probe
+        /// Do not push: the app is suspended until then, after APNs answered `reason`.
+        case suspended(until: Date, reason: String)
+    }
+
+    struct Suspension {
+        var until: Date
+        var coolDown: Duration
+        var reason: String
+        /// When the probe in flight started (nil: none).
+        var probeStarted: Date?
+    }
+
+    private let state = Mutex<[String: Suspension]>([:])
+    let initialCoolDown: Duration
+    let maximumCoolDown: Duration
+    /// A probe that has not reported after this long (its task was cancelled) no longer blocks the next one.
+    let probeBound: Duration
+
+    public init(initialCoolDown: Duration = .seconds(10), maximumCoolDown: Duration = .seconds(300),
+                probeBound: Duration = .seconds(30)) {
+        self.initialCoolDown = initialCoolDown
+        self.maximumCoolDown = max(initialCoolDown, maximumCoolDown)
+        self.probeBound = probeBound
+    }
+
+    /// Whether a delivery for `app` may push now.
+    public func admit(app: String, now: Date) -> Admission {
+        state.withLock { apps in
+            guard var suspension = apps[app] else { return .allowed }
+            if now < suspension.until { return .suspended(until: suspension.until, reason: suspension.reason) }
+            if let started = suspension.probeStarted, now.timeIntervalSince(started) < probeBound.seconds {
+                return .suspended(until: started.addingTimeInterval(probeBound.seconds), reason: suspension.reason)
+            }
+            suspension.probeStarted = now
+            apps[app] = suspension
+            return .probe
+        }
+    }
+
+    /// What an APNs answer says about an app's credentials.
+    public enum Evidence: Sendable, Equatable {
+        /// APNs refused the credentials (`credentialsInvalid`), with Apple's reason.
+        case refused(reason: String)
+        /// APNs authenticated the request (sent, dead token, invalid request).
+        case accepted
+        /// No proof either way (timeout, lost connection, 5xx, 429).
+        case inconclusive
+    }
+
+    /// Reports APNs' answer for a push of `app`; `probe` says whether the delivery was admitted
+    /// as the probe. A refusal opens the circuit (or re-opens it with a doubled cool-down); only
+    /// a probe's acceptance closes it, so answers of pushes that were in flight before it opened
+    /// do not. Returns the suspension's end when this answer opened the circuit.
+    @discardableResult
+    public func record(app: String, _ evidence: Evidence, probe: Bool, now: Date) -> Date? {
+        state.withLock { apps in
+            switch evidence {
+            case .refused(let reason):
+                if let current = apps[app], !probe, current.probeStarted == nil, now < current.until {
+                    return nil  // already open: a straggler of the same outage does not extend it
+                }
+                let coolDown = apps[app].map { min($0.coolDown * 2, maximumCoolDown) } ?? initialCoolDown
+                let until = now.addingTimeInterval(coolDown.seconds)
+                apps[app] = Suspension(until: until, coolDown: coolDown, reason: reason, probeStarted: nil)
+                return until
+            case .accepted:
+                if probe { apps[app] = nil }
+                return nil
+            case .inconclusive:
+                if probe, var suspension = apps[app] {
+                    suspension.probeStarted = nil  // let the next delivery probe
+                    apps[app] = suspension
+                }
+                return nil
+            }
+        }
+    }
+
+    /// Apps suspended now (for the metrics gauge).
+    public func suspendedApps(now: Date) -> Set<String> {
+        state.withLock { apps in Set(apps.filter { $0.value.probeStarted == nil && now < $0.value.until }.keys) }
+    }
+}
