@@ -47,6 +47,10 @@ enum AppsFile {
                 guard let value, !value.isEmpty else { throw ConfigurationError("\(key).\(field)", "required for auth \"\(entry.auth)\"") }
                 return value
             }
+            for (field, path) in [("keyFile", entry.keyFile), ("p12File", entry.p12File), ("passwordFile", entry.passwordFile),
+                                  ("privateKeyFile", entry.privateKeyFile)] {
+                if let path { reader.auditSecretFile(path, key: "\(key).\(field)") }
+            }
             let credentials: APNSCredentials
             do {
                 switch entry.auth {

@@ -33,6 +33,8 @@ public struct WorkerEnvironment: Sendable {
     public var ackSecret: [UInt8]
     public var httpHost = "0.0.0.0"
     public var httpPort = 9090
+    /// Problems worth a warning at start (e.g. a key file other users can read); never secret values.
+    public var warnings: [String] = []
 
     public static func load(_ env: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> WorkerEnvironment {
         let reader = EnvironmentReader(env: env)
@@ -77,6 +79,7 @@ public struct WorkerEnvironment: Sendable {
             throw ConfigurationError("CALLPUSH_ACK_SECRET", "must be at least 32 bytes (it is \(secret.utf8.count))")
         }
         var loaded = WorkerEnvironment(worker: worker, apns: apns, apps: apps, ackSecret: Array(secret.utf8))
+        loaded.warnings = reader.warnings
         loaded.httpHost = env["CALLPUSH_HTTP_HOST"] ?? loaded.httpHost
         loaded.httpPort = try reader.int("CALLPUSH_HTTP_PORT", default: loaded.httpPort, in: 0...65_535)
         return loaded
@@ -91,9 +94,18 @@ public struct WorkerEnvironment: Sendable {
     }
 }
 
-/// Reads environment values, files and secrets with errors naming the key.
-struct EnvironmentReader: Sendable {
+/// Reads environment values, files and secrets with errors naming the key, and notes secret
+/// files that other users can read (a warning, logged at start: `chmod 600` them).
+final class EnvironmentReader {
     let env: [String: String]
+    private(set) var warnings: [String] = []
+
+    init(env: [String: String]) { self.env = env }
+
+    /// Notes a warning when the secret file at `path` is readable or writable by group or others.
+    func auditSecretFile(_ path: String, key: String) {
+        if let warning = SecretFileAudit.warning(path: path, key: key) { warnings.append(warning) }
+    }
 
     func required(_ key: String) throws(ConfigurationError) -> String {
         guard let value = env[key], !value.isEmpty else { throw ConfigurationError(key, "required") }
@@ -118,7 +130,10 @@ struct EnvironmentReader: Sendable {
 
     /// A secret from `<KEY>_FILE` (preferred) or `<KEY>`; nil when neither is set.
     func secret(_ key: String) throws(ConfigurationError) -> String? {
-        if let path = env[key + "_FILE"] { return try file(path, key: key + "_FILE") }
+        if let path = env[key + "_FILE"] {
+            auditSecretFile(path, key: key + "_FILE")
+            return try file(path, key: key + "_FILE")
+        }
         return env[key]
     }
 }

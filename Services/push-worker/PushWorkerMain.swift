@@ -17,6 +17,7 @@ struct PushWorkerMain {
             FileHandle.standardError.write(Data("push-worker: configuration error: \(error)\n".utf8))
             exit(2)
         }
+        for warning in environment.warnings { logger.warning("\(warning)") }
         do {
             let services = try PushWorkerApp.services(environment, logger: logger)
             let group = ServiceGroup(configuration: .init(

@@ -57,6 +57,22 @@ import Testing
         #expect(loaded.apns.productionEndpoint == .production)
     }
 
+    @Test func secretFilesOthersCanReadAreWarnedAbout() throws {
+        let files = try Files()
+        let keyPath = files.directory.appendingPathComponent("AuthKey.p8").path
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyPath)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: files.secretPath)
+        #expect(try WorkerEnvironment.load(files.env).warnings.isEmpty, "private files: no warning")
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyPath)
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: files.secretPath)
+        let warnings = try WorkerEnvironment.load(files.env).warnings
+        #expect(warnings.count == 2)
+        #expect(warnings.contains { $0.hasPrefix("CALLPUSH_APPS_FILE rider.keyFile:") && $0.contains("mode 644") && $0.contains("chmod 600") })
+        #expect(warnings.contains { $0.hasPrefix("CALLPUSH_ACK_SECRET_FILE:") && $0.contains("mode 640") })
+        #expect(!warnings.joined().contains("PRIVATE KEY") && !warnings.joined().contains("ssss"), "no secret in a warning")
+    }
+
     @Test(arguments: [
         ("CALLPUSH_KAFKA_BOOTSTRAP", nil, "CALLPUSH_KAFKA_BOOTSTRAP: required"),
         ("CALLPUSH_KAFKA_BOOTSTRAP", "kafka", "CALLPUSH_KAFKA_BOOTSTRAP: expected host:port[,host:port…]"),
