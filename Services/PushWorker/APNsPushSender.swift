@@ -24,7 +24,7 @@ public struct APNsPushSender: VoIPPushSending {
             timeout: .milliseconds(Int64(remaining * 1000)))
         let outcome = await client.send(request)
         return PushAttempt(
-            disposition: PushAttempt.Disposition(outcome.disposition),
+            disposition: outcome.disposition,
             status: outcome.status,
             reason: outcome.status == 200 ? nil : outcome.code,
             apnsID: outcome.apnsID,
@@ -36,17 +36,4 @@ public struct APNsPushSender: VoIPPushSending {
     /// The client renews an expired provider token itself (at most once per token generation)
     /// and retries within the push's deadline; nothing more to do here.
     public func renewToken(app: String) async {}
-}
-
-extension PushAttempt.Disposition {
-    init(_ disposition: APNSDisposition) {
-        switch disposition {
-        case .sent: self = .sent
-        case .retry: self = .retry
-        case .renewTokenAndRetry: self = .renewTokenAndRetry
-        case .tokenDead: self = .tokenDead
-        case .requestInvalid: self = .requestInvalid
-        case .credentialsInvalid: self = .credentialsInvalid
-        }
-    }
 }

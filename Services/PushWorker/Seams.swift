@@ -1,3 +1,4 @@
+import APNs
 import CallContract
 import Foundation
 
@@ -29,15 +30,8 @@ public struct VoIPPush: Sendable, Hashable {
 /// What one push attempt came to, as the worker needs it (the APNs adapter maps the client's
 /// typed outcome to this).
 public struct PushAttempt: Sendable, Hashable {
-    /// What to do next (apns.md's classification).
-    public enum Disposition: String, Sendable, Hashable {
-        case sent
-        case retry
-        case renewTokenAndRetry
-        case tokenDead
-        case requestInvalid
-        case credentialsInvalid
-    }
+    /// What to do next (reference/apns.md's classification, as the APNs client reports it).
+    public typealias Disposition = APNSDisposition
 
     public var disposition: Disposition
     /// HTTP status, nil when no response arrived.

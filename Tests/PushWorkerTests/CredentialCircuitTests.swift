@@ -88,14 +88,16 @@ import Testing
     }
 
     @Test func afterTheCoolDownAProbeResumesPushes() async throws {
-        let h = Harness(credentials: CredentialCircuit(initialCoolDown: .milliseconds(100)))
+        let clock = ManualClock()
+        let h = Harness(credentials: CredentialCircuit(initialCoolDown: .seconds(10)), now: { clock.now() })
         let first = makeRing()
         h.sender.script(first.device.token, [.invalidProviderToken])
         #expect(try await h.process(.ring(first)) == .finished(.failed))
+        clock.advance(by: 5)
         #expect(try await h.process(.ring(makeRing()), offset: 101) == .finished(.failed))
         #expect(h.sender.sent.count == 1)
 
-        try await Task.sleep(for: .milliseconds(150))
+        clock.advance(by: 6)
         // Credentials fixed (the fallback answers 200): the probe is sent, and so is the next call.
         #expect(try await h.process(.ring(makeRing()), offset: 102) == .finished(.sent))
         #expect(try await h.process(.ring(makeRing()), offset: 103) == .finished(.sent))

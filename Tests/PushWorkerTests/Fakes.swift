@@ -77,14 +77,14 @@ struct Harness {
 
     init(sender: ScriptedSender = ScriptedSender(), publisher: RecordingPublisher = RecordingPublisher(),
          retry: RetryPolicy = RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20), maxAttempts: 8, minimumRemaining: .milliseconds(5)),
-         credentials: CredentialCircuit = CredentialCircuit()) {
+         credentials: CredentialCircuit = CredentialCircuit(), now: @escaping @Sendable () -> Date = { Date() }) {
         self.sender = sender
         self.publisher = publisher
         self.processor = DeliveryProcessor(
             settings: .init(workerID: "test-worker", apps: ["rider", "taxi"], retry: retry, attemptTimeout: .seconds(2)),
             sender: sender, publisher: publisher, cancels: CancelSignals(),
             dedupe: PartitionDedupe(retention: .seconds(60), capacity: 10_000),
-            ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
     }
 
     func process(_ request: CallRequest, partition: Int32 = 3, offset: Int64 = 100) async throws -> DeliveryResult {
@@ -99,6 +99,13 @@ func makeRing(token: String = String(repeating: "ab", count: 32), callId: String
     return RingRequest(callId: callId, app: app, device: Device(token: token, environment: .sandbox, id: "dev-1"),
                        caller: Caller(handle: "driver-1", displayName: "Driver"), requestedAt: now.addingTimeInterval(-60),
                        ringDeadline: now.addingTimeInterval(seconds), attributes: ["rideId": "R-1"], replay: replay)
+}
+
+/// A clock the test moves by hand.
+final class ManualClock: Sendable {
+    private let current = Mutex(Date())
+    func now() -> Date { current.withLock { $0 } }
+    func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
 extension PushAttempt {

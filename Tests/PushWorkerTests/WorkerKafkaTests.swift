@@ -32,8 +32,7 @@ import Testing
 
     /// The same through the real APNs client and the simulator, with fewer events.
     @Test func ringsThroughTwoWorkersAndTheSimulatorArePushedOnceWithOneTerminalStatusEach() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 6) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
             // A healthy transport: with too many streams in flight a debug build times out and loses
             // connections, and the retries those force may ring twice (apns.md: a lost response may
             // have been delivered). Exactly-once is the promise when APNs answers.
@@ -51,15 +50,13 @@ import Testing
             #expect(wrong == 0, "every call has exactly one terminal status, sent")
             await bed.stop([a, b])
         }
-        await apns.stop()
     }
 
     @Test func aWorkerStoppedAbruptlyLosesNoCall() async throws {
-        let apns = try await SimulatorHarness.start()
-        var faults = APNsSimulatorFaults()
-        faults.latency = .fixed(milliseconds: 20)
-        apns.simulator.setFaults(faults)
-        try await WorkerTestbed.with(partitions: 6) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
+            var faults = APNsSimulatorFaults()
+            faults.latency = .fixed(milliseconds: 20)
+            apns.simulator.setFaults(faults)
             let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 50)
             let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 50)
             let rings = (0..<1_500).map { i in makeRing(token: token(i)) }
@@ -81,12 +78,10 @@ import Testing
             print("abrupt stop: calls=\(rings.count) duplicate pushes=\(duplicates) (bound 50)")
             await bed.stop([b])
         }
-        await apns.stop()
     }
 
     @Test func aPartitionMovingToAnotherWorkerDoesNotRepushSentCalls() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 3) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 3) { apns, bed in
             let a = try bed.startWorker("worker-a", sender: apns.sender)
             let rings = (0..<300).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
@@ -103,12 +98,10 @@ import Testing
             for ring in rings { #expect(statuses.states(ring.callId) == [.sent, .duplicate]) }
             await bed.stop([b])
         }
-        await apns.stop()
     }
 
     @Test func aReplayRingsAgainButARedeliveryDoesNot() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 2) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             let worker = try bed.startWorker("worker-a", sender: apns.sender)
             let ring = makeRing()
             try await bed.produce([.ring(ring)])
@@ -121,12 +114,10 @@ import Testing
             #expect(apns.pushes(for: ring.device.token).count == 2, "the original and the replay")
             await bed.stop([worker])
         }
-        await apns.stop()
     }
 
     @Test func cancelBeforeThePushPreventsItAndCancelAfterLeavesItSent() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 2) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             let worker = try bed.startWorker("worker-a", sender: apns.sender)
             let cancelledCall = makeRing(token: token(0xca1))
             let sentCall = makeRing(token: token(0x5e7))
@@ -139,7 +130,6 @@ import Testing
             #expect(statuses.states(sentCall.callId) == [.sent], "a cancel after the push changes nothing")
             await bed.stop([worker])
         }
-        await apns.stop()
     }
 
     @Test func invalidEventsAreDeadLetteredAndTheWorkerKeepsGoing() async throws {

@@ -8,8 +8,7 @@ import Testing
 /// Workers on the embedded cluster pushing through the real APNs client to the simulator.
 @Suite(.serialized) struct WorkerWithSimulator {
     @Test func ringReachesTheSimulatorAsAVoIPPushAndIsReportedSent() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 2) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             let worker = try bed.startWorker("worker-a", sender: apns.sender)
             let ring = makeRing()
             try await bed.produce([.ring(ring)])
@@ -24,12 +23,10 @@ import Testing
             #expect(try VoIPPayload.decode(Data(pushes[0].payload.utf8)).callId == ring.callId)
             await bed.stop([worker])
         }
-        await apns.stop()
     }
 
     @Test func unregisteredTokenEndsFailedWithTimestampAndDeadLetter() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 2) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             let ring = makeRing()
             let unregisteredAt = Date(timeIntervalSince1970: 1_795_000_000)
             var faults = APNsSimulatorFaults()
@@ -50,12 +47,10 @@ import Testing
             #expect(failed.apns?.timestamp == unregisteredAt)
             await bed.stop([worker])
         }
-        await apns.stop()
     }
 
     @Test func serviceUnavailableBurstIsRetriedAndSentBeforeTheDeadline() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 2) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             let worker = try bed.startWorker("worker-a", sender: apns.sender)
             try await bed.produce([.ring(makeRing())])  // warm up: group joined, connection open
             _ = try await bed.collectStatuses(until: { $0.count(.sent) >= 1 }, seconds: 30)
@@ -73,12 +68,10 @@ import Testing
             #expect(pushes[0].receivedAt < ring.ringDeadline)
             await bed.stop([worker])
         }
-        await apns.stop()
     }
 
     @Test func outageLongerThanTheDeadlineEndsExpiredAndNothingRingsLate() async throws {
-        let apns = try await SimulatorHarness.start()
-        try await WorkerTestbed.with(partitions: 2) { bed in
+        try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             var faults = APNsSimulatorFaults()
             faults.errorRate = ErrorInjection(status: 503, probability: 1)
             apns.simulator.setFaults(faults)
@@ -92,6 +85,5 @@ import Testing
             #expect(apns.pushes(for: ring.device.token).isEmpty, "no push accepted during or after the outage")
             await bed.stop([worker])
         }
-        await apns.stop()
     }
 }

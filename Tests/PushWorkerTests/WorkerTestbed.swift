@@ -117,6 +117,18 @@ final class WorkerTestbed: Sendable {
         }
     }
 
+    /// A testbed plus an APNs simulator and a client that trusts it; both are stopped even when `body` throws.
+    static func withSimulator(partitions: Int, _ body: (SimulatorHarness, WorkerTestbed) async throws -> Void) async throws {
+        let apns = try await SimulatorHarness.start()
+        do {
+            try await with(partitions: partitions) { bed in try await body(apns, bed) }
+            await apns.stop()
+        } catch {
+            await apns.stop()
+            throw error
+        }
+    }
+
     private func close() async {
         await collector.shutdown()
         _ = await collecting.value
