@@ -71,7 +71,7 @@ struct HTTPExchange: Sendable {
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let answer = first else {
-                try? await channel.channel.close()
+                channel.channel.close(promise: nil)
                 throw CLIError("http-timeout", "\(method) \(prefix + path): no complete answer within \(DurationArgument.format(bound))",
                                exitCode: CLIExit.unavailable)
             }

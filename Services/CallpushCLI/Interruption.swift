@@ -40,14 +40,14 @@ final class Interruption: Sendable {
 
     /// Turns SIGINT and SIGTERM into ``request()`` (instead of killing the process).
     func installSignalHandlers() {
-        var installed: [any DispatchSourceSignal] = []
-        for signalNumber in [SIGINT, SIGTERM] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { [weak self] in self?.request() }
-            source.resume()
-            installed.append(source)
+        sources.withLock { sources in
+            for signalNumber in [SIGINT, SIGTERM] {
+                signal(signalNumber, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+                source.setEventHandler { [weak self] in self?.request() }
+                source.resume()
+                sources.append(source)
+            }
         }
-        sources.withLock { $0.append(contentsOf: installed) }
     }
 }

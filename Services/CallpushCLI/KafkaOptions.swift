@@ -66,11 +66,11 @@ struct KafkaOptions: ParsableArguments, Sendable {
     /// The Kafka configuration and topic names from the flags, then the environment.
     func resolve(environment: [String: String], clientID: String) throws(CLIError) -> ResolvedKafka {
         guard let bootstrap = (bootstrap ?? environment["CALLPUSH_KAFKA_BOOTSTRAP"]).flatMap({ $0.isEmpty ? nil : $0 }) else {
-            throw .usage("no Kafka cluster given: use --bootstrap host:port or set CALLPUSH_KAFKA_BOOTSTRAP")
+            throw CLIError.usage("no Kafka cluster given: use --bootstrap host:port or set CALLPUSH_KAFKA_BOOTSTRAP")
         }
         let brokers = bootstrap.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !brokers.isEmpty, brokers.allSatisfy({ Self.isBroker($0) }) else {
-            throw .usage("--bootstrap / CALLPUSH_KAFKA_BOOTSTRAP: expected host:port[,host:port…], got '\(bootstrap.prefix(80))'")
+            throw CLIError.usage("--bootstrap / CALLPUSH_KAFKA_BOOTSTRAP: expected host:port[,host:port…], got '\(bootstrap.prefix(80))'")
         }
         var properties: [String: String] = [:]
         for (key, value) in environment where key.hasPrefix("CALLPUSH_KAFKA_") && key != "CALLPUSH_KAFKA_BOOTSTRAP" {
@@ -81,7 +81,7 @@ struct KafkaOptions: ParsableArguments, Sendable {
                 let (key, value) = try Self.parseProperty(property)
                 properties[key] = value
             } catch {
-                throw .usage(error.message)
+                throw CLIError.usage(error.message)
             }
         }
         var topics = TopicNames()
@@ -96,7 +96,7 @@ struct KafkaOptions: ParsableArguments, Sendable {
     private static func topic(_ flag: String?, _ env: String?, _ fallback: String, _ key: String) throws(CLIError) -> String {
         if let flag { return flag }
         guard let env, !env.isEmpty else { return fallback }
-        if let problem = topicProblem(env) { throw .usage("\(key): \(problem)") }
+        if let problem = topicProblem(env) { throw CLIError.usage("\(key): \(problem)") }
         return env
     }
 

@@ -60,7 +60,7 @@ struct StatusReader: Sendable {
                 throw CLIError.kafka("reading the offsets of \(topic)[\(partition)]", error)
             }
         }
-        var table = StatusTable(json: json)
+        let table = StatusTable(json: json)
         if !json { output.line(table.header) }
         guard !assignments.isEmpty else { return 0 }
         do {

@@ -128,11 +128,10 @@ import Testing
 
     @Test func aMissingDeadLetterTopicIsAClearError() async throws {
         let bed = try CLITestbed.start()
-        await #expect {
+        let error = await #expect(throws: CLIError.self) {
             _ = try await replay(bed, ["--topic-dlq", "no-such-topic"])
-        } throws: { error in
-            (error as? CLIError)?.message.contains("topic no-such-topic does not exist") == true
         }
+        #expect(error?.message.contains("topic no-such-topic does not exist") == true)
         await bed.stop()
     }
 }

@@ -11,15 +11,22 @@ import Testing
 /// request (method, path, bearer, JSON) and answers as dispatch's API is agreed to.
 @Suite(.serialized) struct Send {
     final class FakeDispatch: Sendable {
-        let requests = Mutex<[(method: String, path: String, authorization: String?, body: [String: Any]?)]>([])
+        struct Recorded: Sendable {
+            var method: String
+            var path: String
+            var authorization: String?
+            var bodyText: String?
+            var body: [String: Any]? { bodyText.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } }
+        }
+        let requests = Mutex<[Recorded]>([])
         let finalState: String
         init(finalState: String) { self.finalState = finalState }
 
-        var recorded: [(method: String, path: String, authorization: String?, body: [String: Any]?)] { requests.withLock { $0 } }
+        var recorded: [Recorded] { requests.withLock { $0 } }
 
         func record(_ request: Request, body: ByteBuffer?) {
-            let json = body.flatMap { try? JSONSerialization.jsonObject(with: Data($0.readableBytesView)) as? [String: Any] }
-            let entry = (request.method.rawValue, request.uri.path, request.headers[.authorization], json)
+            let entry = Recorded(method: request.method.rawValue, path: request.uri.path, authorization: request.headers[.authorization],
+                                 bodyText: body.map { String(decoding: $0.readableBytesView, as: UTF8.self) })
             requests.withLock { $0.append(entry) }
         }
 
@@ -119,38 +126,34 @@ import Testing
         }
         try await withDispatch(finalState: "failed") { _, port in
             let command = try parse(SendCommand.self, ["send", "--url", "http://127.0.0.1:\(port)", "--app", "rider", "--token", token, "--wait"])
-            await #expect {
+            let error = await #expect(throws: CLIError.self) {
                 _ = try await command.execute(environment: ["CALLPUSH_API_KEY": "test-key-123"], output: CapturedOutput().output)
-            } throws: { error in
-                ((error as? CLIError)?.message ?? "").contains("ended: failed")
             }
+            #expect((error?.message ?? "").contains("ended: failed"))
         }
     }
 
     @Test func aRefusedKeyIsOneClearLineFromTheProblem() async throws {
         try await withDispatch { _, port in
             let command = try parse(SendCommand.self, ["send", "--url", "http://127.0.0.1:\(port)", "--app", "rider", "--token", token])
-            await #expect {
+            let error = await #expect(throws: CLIError.self) {
                 _ = try await command.execute(environment: ["CALLPUSH_API_KEY": "wrong"], output: CapturedOutput().output)
-            } throws: { error in
-                let message = (error as? CLIError)?.message ?? ""
-                return message == "POST /v1/calls: dispatch answered 401 Unauthorized: unknown API key"
             }
+            let message = error?.message ?? ""
+            #expect(message == "POST /v1/calls: dispatch answered 401 Unauthorized: unknown API key")
         }
     }
 
     @Test func noKeyAndAnUnreachableDispatchAreClearErrors() async throws {
         let command = try parse(SendCommand.self, ["send", "--url", "http://127.0.0.1:1", "--app", "rider", "--token", token, "--timeout", "2s"])
-        await #expect {
+        let error = await #expect(throws: CLIError.self) {
             _ = try await command.execute(environment: [:], output: CapturedOutput().output)
-        } throws: { error in
-            ((error as? CLIError)?.message ?? "").contains("no API key")
         }
-        await #expect {
+        #expect((error?.message ?? "").contains("no API key"))
+        let unreachable = await #expect(throws: CLIError.self) {
             _ = try await command.execute(environment: ["CALLPUSH_API_KEY": "k"], output: CapturedOutput().output)
-        } throws: { error in
-            (error as? CLIError)?.exitCode == CLIExit.unavailable
         }
+        #expect(unreachable?.exitCode == CLIExit.unavailable)
     }
 
     @Test func eventStreamsSplitAcrossChunksAreReassembled() {

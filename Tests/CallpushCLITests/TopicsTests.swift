@@ -22,34 +22,31 @@ import Testing
     @Test func createRefusesAPartitionMismatchAndCreatesNothing() async throws {
         let bed = try CLITestbed.start(partitions: 2)
         let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "12", "--replication-factor", "1"] + bed.flags)
-        await #expect {
+        let error = await #expect(throws: CLIError.self) {
             try await command.execute(environment: [:], output: CapturedOutput().output)
-        } throws: { error in
-            let message = (error as? CLIError)?.message ?? ""
-            return message.contains("exists with 2 partitions, not 12") && message.contains("--partitions 2") && message.contains("nothing was created")
         }
+        let message = error?.message ?? ""
+        #expect(message.contains("exists with 2 partitions, not 12") && message.contains("--partitions 2") && message.contains("nothing was created"))
 
         // Requests and status differ: refused whatever --partitions says.
         let other = "status-other-\(UUID().uuidString.prefix(6))"
         try bed.cluster.createTopic(other, partitions: 3)
         let mismatch = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2", "--replication-factor", "1"]
                                  + bed.flags + ["--topic-status", other])
-        await #expect {
+        let differ = await #expect(throws: CLIError.self) {
             try await mismatch.execute(environment: [:], output: CapturedOutput().output)
-        } throws: { error in
-            ((error as? CLIError)?.message ?? "").contains("must have the same count")
         }
+        #expect((differ?.message ?? "").contains("must have the same count"))
         await bed.stop()
     }
 
     @Test func aReplicationFactorAboveTheBrokerCountIsRefused() async throws {
         let bed = try CLITestbed.start(partitions: 2)
         let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2"] + bed.flags)
-        await #expect {
+        let error = await #expect(throws: CLIError.self) {
             try await command.execute(environment: [:], output: CapturedOutput().output)
-        } throws: { error in
-            ((error as? CLIError)?.message ?? "").contains("replication factor 3 needs at least that many brokers; the cluster has 1")
         }
+        #expect((error?.message ?? "").contains("replication factor 3 needs at least that many brokers; the cluster has 1"))
         await bed.stop()
     }
 

@@ -23,7 +23,7 @@ extension KafkaConsumer {
             return nil
         }
         handleGuard.leave()
-        if let (err, context) = failure { throw KafkaError(rdKafka: err, context: context) }
+        if let failure { throw KafkaError(rdKafka: failure.0, context: failure.1) }
     }
 
     /// The committed offsets of `partitions` for the consumer's `group.id` (`nil` where the
