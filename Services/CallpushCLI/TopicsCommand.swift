@@ -103,7 +103,7 @@ struct TopicsCreateCommand: AsyncParsableCommand {
         }
         let results: [KafkaTopicCreationResult]
         do {
-            results = try await admin.createTopics(plan.create, timeout: max(resolved.connectTimeout, .seconds(30)))
+            results = try await admin.createTopics(plan.create, timeout: max(resolved.connectTimeout, .seconds(10)))
             await admin.shutdown()
         } catch {
             await admin.shutdown()

@@ -30,15 +30,18 @@ enum ChildProcess {
         defer { try? FileManager.default.removeItem(at: directory) }
         let outURL = directory.appendingPathComponent("stdout")
         let errURL = directory.appendingPathComponent("stderr")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         let out = try FileHandle(forWritingTo: outURL)
         let err = try FileHandle(forWritingTo: errURL)
         process.standardOutput = out
         process.standardError = err
-        let killed = Mutex(false)
+        let killed = KilledFlag()
         let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            process.terminationHandler = {
+                killed.finish()
+                continuation.resume(returning: $0.terminationStatus)
+            }
             do {
                 try process.run()
             } catch {
@@ -49,8 +52,9 @@ enum ChildProcess {
             let pid = process.processIdentifier
             Task {
                 try? await Task.sleep(for: timeout)
-                if process.isRunning {
-                    killed.withLock { $0 = true }
+                // Still running (not yet reaped): kill it. kill(pid, 0) probes without a signal.
+                if kill(pid, 0) == 0, !killed.isFinished {
+                    killed.set()
                     kill(pid, SIGKILL)
                 }
             }
@@ -58,7 +62,7 @@ enum ChildProcess {
         try? out.close()
         try? err.close()
         return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
-                      stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "", timedOut: killed.withLock { $0 })
+                      stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "", timedOut: killed.wasKilled)
     }
 
     /// `name` on PATH, or nil.
@@ -69,4 +73,13 @@ enum ChildProcess {
         }
         return nil
     }
+}
+
+/// Whether the child finished, and whether the test killed it for running too long.
+final class KilledFlag: Sendable {
+    private let state = Mutex((finished: false, killed: false))
+    func finish() { state.withLock { $0.finished = true } }
+    func set() { state.withLock { $0.killed = true } }
+    var isFinished: Bool { state.withLock { $0.finished } }
+    var wasKilled: Bool { state.withLock { $0.killed } }
 }

@@ -153,7 +153,7 @@ import Testing
     @Test func theFailureTimeComesFromTheHeaderElseTheRecordTimestamp() throws {
         let ring = CLITestbed.ring()
         let bytes = Array(try CallRequest.ring(ring).encoded())
-        let failedAt = Date(timeIntervalSince1970: 1_800_000_000)
+        let failedAt = ContractCoding.truncatedToMilliseconds(Date().addingTimeInterval(-3600))
         var record = message(bytes, headers: [KafkaHeader(key: DeadLetterHeader.failedAt, string: ContractCoding.format(failedAt))])
         record.timestampMilliseconds = Int64(Date().timeIntervalSince1970 * 1000)
         let filter = ReplayFilter(since: failedAt.addingTimeInterval(1))

@@ -206,13 +206,15 @@ def check_kubernetes(documents, targets, exposed, facts, root):
         for container in spec["containers"]:
             cwhere = f"{where} container {container['name']}"
             target = image_target(container["image"], targets, cwhere)
+            # The program: from its image, else (image wrong) from the container's name.
+            program = target or container["name"]
             env = container_env(container)
-            check_env(cwhere, target, env.keys(), facts, root)
+            check_env(cwhere, program, env.keys(), facts, root)
             ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
             for port in ports.values():
                 if target and port not in exposed.get(target, set()):
                     problem(cwhere, f"containerPort {port} is not EXPOSEd by the {target} image")
-            if target == "push-worker":
+            if program == "push-worker":
                 http = int(env.get("CALLPUSH_HTTP_PORT") or DEFAULT_WORKER_HTTP_PORT)
                 if http not in ports.values():
                     problem(cwhere, f"CALLPUSH_HTTP_PORT {http} is not a containerPort")

@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import Synchronization
 
 /// A small Kafka admin client: describes the cluster (brokers, topics, partition counts)
 /// with a bounded metadata request, and creates topics (CreateTopics) with partitions,
@@ -13,6 +14,7 @@ import Logging
 public final class KafkaAdminClient: Sendable {
     let client: RDKafkaClient
     let handleGuard = HandleGuard()
+    private let destroyed = Atomic<Bool>(false)
     private let logger: Logger
 
     /// Creates the client (no request is made yet).
@@ -55,8 +57,7 @@ public final class KafkaAdminClient: Sendable {
 
     /// Destroys the client (bounded). Safe to call more than once.
     public func shutdown() async {
-        guard handleGuard.enter() else { return }
-        handleGuard.leave()
+        guard !destroyed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         await handleGuard.closeAndWait()
         await client.destroy(deadline: .seconds(5), name: "kafka-admin")
     }
