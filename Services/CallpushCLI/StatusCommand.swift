@@ -47,7 +47,7 @@ struct StatusCommand: AsyncParsableCommand {
                 throw CLIError("not-found", "no status for call \(CallID.normalize(callId) ?? callId) in the last "
                                + "\(DurationArgument.format(window.duration)) (a longer --window reads further back)", exitCode: CLIExit.notFound)
             }
-            return CLIExit.success
+            return interruption.isRequested ? CLIExit.interrupted : CLIExit.success
         }
     }
 

@@ -61,7 +61,6 @@ struct StatusReader: Sendable {
             }
         }
         let table = StatusTable(json: json)
-        if !json { output.line(table.header) }
         guard !assignments.isEmpty else { return 0 }
         do {
             try await consumer.assign(assignments)
@@ -89,6 +88,7 @@ struct StatusReader: Sendable {
                 if let end = ends[message.partition], message.offset + 1 >= end { caughtUp.insert(message.partition) }
                 if message.keyString == nil || message.keyString == callId,
                    let status = try? CallStatus.decode(Data(message.value)), status.callId == callId, status.at >= since {
+                    if printed == 0 && !json { output.line(table.header) }
                     output.line(table.row(status))
                     printed += 1
                     deliveries["\(status.deviceKey ?? status.deviceId ?? "-")#\(status.replay)"] = status.state

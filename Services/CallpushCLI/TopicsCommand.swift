@@ -107,7 +107,10 @@ struct TopicsCreateCommand: AsyncParsableCommand {
             await admin.shutdown()
         } catch {
             await admin.shutdown()
-            throw CLIError.kafka("the cluster at \(resolved.bootstrapText) did not create the topics", error)
+            let hint = error.code.rawValue == "_TIMED_OUT" || error.code.rawValue == "_UNSUPPORTED_FEATURE"
+                ? "; does the cluster support CreateTopics? (librdkafka's mock cluster does not)" : ""
+            throw CLIError("kafka-error", "the cluster at \(resolved.bootstrapText) did not create the topics: "
+                           + "\(error.message) (\(error.code))\(hint)")
         }
         var failures: [String] = []
         for topic in plan.create {

@@ -109,6 +109,23 @@ import Testing
         await bed.stop()
     }
 
+    @Test func ctrlCStopsAfterTheRecordInProgressAndTheNextRunContinues() async throws {
+        let bed = try CLITestbed.start()
+        let rings = (0..<4).map { _ in CLITestbed.ring() }
+        try await bed.produce(try rings.map { try bed.deadLetter($0, error: "Unregistered", partition: 0) })
+        // The stop is requested while the first record is being published (as SIGINT would).
+        let interruption = Interruption()
+        let output = CommandOutput(out: { line in if line.hasPrefix("replayed") { interruption.request() } }, error: { _ in })
+        let command = try parse(ReplayCommand.self, ["replay"] + bed.flags)
+        let first = try await command.runner(environment: [:], output: output, interruption: interruption).run()
+        #expect(first.interrupted && first.counts.replayed == 1)
+        let rest = try await replay(bed, [])
+        #expect(rest.counts.replayed == 3 && !rest.interrupted)
+        let published = try await replayed(bed).map(\.callId)
+        #expect(published.count == 4 && Set(published) == Set(rings.map(\.callId)), "none twice, none lost")
+        await bed.stop()
+    }
+
     @Test func filtersByCallIdErrorCodeAndTime() async throws {
         let bed = try CLITestbed.start()
         let old = CLITestbed.ring()

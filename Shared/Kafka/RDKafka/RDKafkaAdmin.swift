@@ -81,8 +81,10 @@ enum RDKafkaAdmin {
         defer { rd_kafka_event_destroy(event) }
         let eventErr = rd_kafka_event_error(event)
         guard eventErr == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            let text = rd_kafka_event_error_string(event).map { String(cString: $0) } ?? ""
-            return .failure(KafkaError(rdKafka: eventErr, context: "CreateTopics: \(text)"))
+            var error = KafkaError(rdKafka: eventErr)
+            if let text = rd_kafka_event_error_string(event).map({ String(cString: $0) }), !text.isEmpty { error.message = text }
+            error.message = "CreateTopics: " + error.message
+            return .failure(error)
         }
         guard let result = rd_kafka_event_CreateTopics_result(event) else {
             return .failure(KafkaError(code: .invalidUsage, message: "CreateTopics: unexpected result event"))
