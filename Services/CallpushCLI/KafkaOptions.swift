@@ -2,7 +2,6 @@ import ArgumentParser
 import CallContract
 import Foundation
 import Kafka
-import Logging
 
 /// The Kafka flags every Kafka command shares. Each has an environment fallback with the
 /// services' names, so one environment configures the worker, dispatch and the CLI.
@@ -112,51 +111,4 @@ struct TopicNames: Sendable, Hashable {
     var requests = Topics.requests
     var status = Topics.status
     var deadLetter = Topics.deadLetter
-}
-
-/// Kafka settings after flags and environment are combined.
-struct ResolvedKafka: Sendable {
-    var configuration: KafkaConfiguration
-    var topics: TopicNames
-    var connectTimeout: Duration
-
-    var bootstrapText: String { configuration.bootstrapServers.joined(separator: ",") }
-
-    /// Asks the cluster for its metadata (bounded): the check every command makes first, so an
-    /// unreachable cluster is reported as such.
-    func describeCluster(logger: Logger) async throws(CLIError) -> KafkaClusterDescription {
-        let admin: KafkaAdminClient
-        do {
-            admin = try KafkaAdminClient(configuration: configuration, logger: logger)
-        } catch {
-            throw CLIError.usage("Kafka configuration: \(error.message)")
-        }
-        do {
-            let description = try await admin.describeCluster(timeout: connectTimeout)
-            await admin.shutdown()
-            return description
-        } catch {
-            await admin.shutdown()
-            if KafkaAdminClient.isUnreachable(error) { throw CLIError.kafkaUnreachable(bootstrapText, timeout: connectTimeout, error) }
-            throw CLIError.kafka("metadata request to \(bootstrapText)", error)
-        }
-    }
-
-    /// The partition count of `topic`, or a clear error if it does not exist.
-    static func partitions(of topic: String, in cluster: KafkaClusterDescription, flag: String) throws(CLIError) -> Int {
-        guard let description = cluster.topics[topic], description.partitions > 0 else {
-            throw CLIError("topic-missing", "topic \(topic) does not exist (create it with `callpush topics create`, or name another with \(flag))")
-        }
-        return description.partitions
-    }
-}
-
-/// The logger commands give the Kafka layer: quiet unless CALLPUSH_LOG_LEVEL asks for more,
-/// so errors stay one line.
-enum CLILogger {
-    static func make(_ label: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> Logger {
-        var logger = Logger(label: label)
-        logger.logLevel = environment["CALLPUSH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
-        return logger
-    }
 }

@@ -2,7 +2,6 @@ import CallContract
 import Foundation
 import Kafka
 import Logging
-import Synchronization
 
 /// The work of `callpush replay`: reads the DLQ from the replay group's committed position to
 /// the end captured at start, publishes the selected rings to the requests topic with the
@@ -200,68 +199,5 @@ struct ReplayRunner: Sendable {
                 "device=\(DeviceKey.make(token: ring.device.token).prefix(12))", "error=\(error)", "failed-at=\(failedAt)",
                 "replay=\(ring.replay)", rearmed ? "re-armed until \(ContractCoding.format(ring.ringDeadline))" : ""]
             .filter { !$0.isEmpty }.joined(separator: "  ")
-    }
-}
-
-/// Coordinates the read loop and its watchdog: the watchdog may close the consumer only while
-/// no record is being processed, so a publish is always followed by its commit.
-final class ReplayGate: Sendable {
-    private struct State {
-        var busy = false
-        var stop = false
-        var closed = false
-        var lastActivity = ContinuousClock.now
-    }
-    private let state = Mutex(State())
-
-    /// Before processing a record; `false` means stop.
-    func begin() -> Bool {
-        state.withLock { state in
-            guard !state.stop else { return false }
-            state.busy = true
-            state.lastActivity = .now
-            return true
-        }
-    }
-
-    func end() {
-        state.withLock { state in
-            state.busy = false
-            state.lastActivity = .now
-        }
-    }
-
-    var isStopping: Bool { state.withLock { $0.stop } }
-
-    func idle(longerThan bound: Duration) -> Bool {
-        state.withLock { !$0.busy && ContinuousClock.now - $0.lastActivity > bound }
-    }
-
-    /// Asks the loop to stop; returns `true` (once) when the caller may close the consumer:
-    /// no record is being processed. Callers retry while it returns `false`.
-    func requestStop() -> Bool {
-        state.withLock { state in
-            state.stop = true
-            guard !state.busy, !state.closed else { return false }
-            state.closed = true
-            return true
-        }
-    }
-}
-
-/// Spaces publishes to at most `perSecond`.
-struct RateLimiter: Sendable {
-    private let interval: Duration?
-    private var next = ContinuousClock.now
-
-    init(perSecond: Double?) {
-        interval = perSecond.map { .nanoseconds(Int64(1e9 / max($0, 0.001))) }
-    }
-
-    mutating func wait() async {
-        guard let interval else { return }
-        let now = ContinuousClock.now
-        if next > now { try? await Task.sleep(until: next, clock: .continuous) }
-        next = max(next, now) + interval
     }
 }

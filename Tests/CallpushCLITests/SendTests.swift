@@ -129,7 +129,7 @@ import Testing
             let error = await #expect(throws: CLIError.self) {
                 _ = try await command.execute(environment: ["CALLPUSH_API_KEY": "test-key-123"], output: CapturedOutput().output)
             }
-            #expect((error?.message ?? "").contains("ended: failed"))
+            #expect(error?.message.contains("ended: failed") == true)
         }
     }
 
@@ -149,7 +149,7 @@ import Testing
         let error = await #expect(throws: CLIError.self) {
             _ = try await command.execute(environment: [:], output: CapturedOutput().output)
         }
-        #expect((error?.message ?? "").contains("no API key"))
+        #expect(error?.message.contains("no API key") == true)
         let unreachable = await #expect(throws: CLIError.self) {
             _ = try await command.execute(environment: ["CALLPUSH_API_KEY": "k"], output: CapturedOutput().output)
         }

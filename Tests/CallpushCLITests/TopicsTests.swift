@@ -36,7 +36,7 @@ import Testing
         let differ = await #expect(throws: CLIError.self) {
             try await mismatch.execute(environment: [:], output: CapturedOutput().output)
         }
-        #expect((differ?.message ?? "").contains("must have the same count"))
+        #expect(differ?.message.contains("must have the same count") == true)
         await bed.stop()
     }
 
@@ -46,7 +46,7 @@ import Testing
         let error = await #expect(throws: CLIError.self) {
             try await command.execute(environment: [:], output: CapturedOutput().output)
         }
-        #expect((error?.message ?? "").contains("replication factor 3 needs at least that many brokers; the cluster has 1"))
+        #expect(error?.message.contains("replication factor 3 needs at least that many brokers; the cluster has 1") == true)
         await bed.stop()
     }
 
