@@ -54,7 +54,9 @@ struct HTTPExchange: Sendable {
                     }
                 }
         } catch {
-            throw CLIError("http-unreachable", "cannot connect to \(host):\(port) (\(error))", exitCode: CLIExit.unavailable)
+            let text = "\(error)"
+            let reason = text.contains("Connection refused") ? "connection refused" : String(text.prefix(160))
+            throw CLIError("http-unreachable", "cannot connect to \(host):\(port) (\(reason))", exitCode: CLIExit.unavailable)
         }
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: prefix + path)
         head.headers.add(name: "Host", value: baseURL.port.map { "\(host):\($0)" } ?? host)
