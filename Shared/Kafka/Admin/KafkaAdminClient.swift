@@ -1,0 +1,73 @@
+import CRdKafka
+import Logging
+import Synchronization
+
+/// A small Kafka admin client: describes the cluster (brokers, topics, partition counts)
+/// with a bounded metadata request, and creates topics (CreateTopics) with partitions,
+/// replication factor and configs.
+///
+/// A metadata request that times out is how callers detect an unreachable cluster: the
+/// error's code is `_TRANSPORT`, `_TIMED_OUT` or `_ALL_BROKERS_DOWN` (``isUnreachable(_:)``).
+///
+/// librdkafka's mock cluster (``EmbeddedKafkaCluster``) answers metadata but does not
+/// implement CreateTopics; there ``createTopics(_:timeout:)`` fails.
+public final class KafkaAdminClient: Sendable {
+    let client: RDKafkaClient
+    let handleGuard = HandleGuard()
+    private let destroyed = Atomic<Bool>(false)
+    private let logger: Logger
+
+    /// Creates the client (no request is made yet).
+    ///
+    /// - Throws: ``KafkaError`` with code ``KafkaError/Code/configuration`` naming a rejected property.
+    public init(configuration: KafkaConfiguration, logger: Logger) throws(KafkaError) {
+        self.logger = logger
+        var properties = configuration.rawProperties
+        // Fail fast on an unreachable cluster instead of reconnecting for long.
+        properties["reconnect.backoff.max.ms"] = properties["reconnect.backoff.max.ms"] ?? "1000"
+        self.client = try RDKafkaClient.create(
+            type: RD_KAFKA_PRODUCER, properties: properties, logger: logger, delegate: nil, servesMainQueue: false)
+    }
+
+    /// Asks the cluster for its brokers and topics, waiting at most `timeout`.
+    public func describeCluster(timeout: Duration = .seconds(10)) async throws(KafkaError) -> KafkaClusterDescription {
+        guard handleGuard.enter() else { throw KafkaError.shutdown("admin client") }
+        let handle = UncheckedHandle(client.handle)
+        let timeoutMs = Int32(clamping: timeout.milliseconds)
+        let result = await BlockingCall.run("kafka-admin.metadata") { RDKafkaAdmin.metadata(handle.pointer, timeoutMs: timeoutMs) }
+        handleGuard.leave()
+        return try result.get()
+    }
+
+    /// Creates `topics`; returns the broker's answer per topic (an existing topic answers
+    /// `TOPIC_ALREADY_EXISTS`). The request and the wait are bounded by `timeout`.
+    ///
+    /// - Throws: ``KafkaError`` when the request as a whole failed (unreachable, unsupported, timeout).
+    public func createTopics(_ topics: [KafkaNewTopic], timeout: Duration = .seconds(30)) async throws(KafkaError) -> [KafkaTopicCreationResult] {
+        guard !topics.isEmpty else { return [] }
+        guard handleGuard.enter() else { throw KafkaError.shutdown("admin client") }
+        let handle = UncheckedHandle(client.handle)
+        let timeoutMs = Int32(clamping: timeout.milliseconds)
+        let result = await BlockingCall.run("kafka-admin.create-topics") {
+            RDKafkaAdmin.createTopics(handle.pointer, topics, timeoutMs: timeoutMs)
+        }
+        handleGuard.leave()
+        return try result.get()
+    }
+
+    /// Destroys the client (bounded). Safe to call more than once.
+    public func shutdown() async {
+        guard !destroyed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        await handleGuard.closeAndWait()
+        await client.destroy(deadline: .seconds(5), name: "kafka-admin")
+    }
+
+    /// Whether `error` means no broker could be reached in time.
+    public static func isUnreachable(_ error: KafkaError) -> Bool {
+        let codes: Set<Int32> = [
+            RD_KAFKA_RESP_ERR__TRANSPORT.rawValue, RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue,
+            RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue, RD_KAFKA_RESP_ERR__RESOLVE.rawValue,
+        ]
+        return error.rdKafkaCode.map(codes.contains) ?? (error.code == .timeout)
+    }
+}

@@ -1,0 +1,96 @@
+import CallContract
+import Foundation
+import Kafka
+import Testing
+@testable import CallpushCLI
+
+/// `callpush topics` against the embedded cluster. librdkafka's mock cluster has no
+/// CreateTopics API, so creating a missing topic can only be tested as a clear failure here;
+/// the layout checks run against existing topics.
+@Suite(.serialized) struct TopicsCommands {
+    @Test func createIsIdempotentWhenTheTopicsExistAsAsked() async throws {
+        let bed = try CLITestbed.start(partitions: 2, dlqPartitions: 2)
+        let output = CapturedOutput()
+        let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2", "--replication-factor", "1",
+                                                           "--dlq-partitions", "2"] + bed.flags)
+        try await command.execute(environment: [:], output: output.output)
+        #expect(output.out.count == 3 && output.out.allSatisfy { $0.hasPrefix("exists") }, "\(output.out)")
+        #expect(output.error.isEmpty)
+        await bed.stop()
+    }
+
+    @Test func createRefusesAPartitionMismatchAndCreatesNothing() async throws {
+        let bed = try CLITestbed.start(partitions: 2)
+        let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "12", "--replication-factor", "1"] + bed.flags)
+        let error = await #expect(throws: CLIError.self) {
+            try await command.execute(environment: [:], output: CapturedOutput().output)
+        }
+        let message = error?.message ?? ""
+        #expect(message.contains("exists with 2 partitions, not 12") && message.contains("--partitions 2") && message.contains("nothing was created"))
+
+        // Requests and status differ: refused whatever --partitions says.
+        let other = "status-other-\(UUID().uuidString.prefix(6))"
+        try bed.cluster.createTopic(other, partitions: 3)
+        let mismatch = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2", "--replication-factor", "1"]
+                                 + bed.flags + ["--topic-status", other])
+        let differ = await #expect(throws: CLIError.self) {
+            try await mismatch.execute(environment: [:], output: CapturedOutput().output)
+        }
+        #expect(differ?.message.contains("must have the same count") == true)
+        await bed.stop()
+    }
+
+    @Test func aReplicationFactorAboveTheBrokerCountIsRefused() async throws {
+        let bed = try CLITestbed.start(partitions: 2)
+        let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2"] + bed.flags)
+        let error = await #expect(throws: CLIError.self) {
+            try await command.execute(environment: [:], output: CapturedOutput().output)
+        }
+        #expect(error?.message.contains("replication factor 3 needs at least that many brokers; the cluster has 1") == true)
+        await bed.stop()
+    }
+
+    @Test func creatingAMissingTopicOnTheMockClusterFailsClearly() async throws {
+        let bed = try CLITestbed.start(partitions: 2)
+        let missing = "dlq-missing-\(UUID().uuidString.prefix(6))"
+        let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2", "--replication-factor", "1"]
+                                + bed.flags + ["--topic-dlq", missing, "--connect-timeout", "3s"])
+        let output = CapturedOutput()
+        do {
+            try await command.execute(environment: [:], output: output.output)
+            // A future mock with CreateTopics: then the topic must really exist.
+            let cluster = try await parse(TopicsDescribeCommand.self, ["topics", "describe"] + bed.flags).kafka
+                .resolve(environment: [:], clientID: "t").describeCluster(logger: CLITestbed.logger)
+            #expect(cluster.topics[missing] != nil)
+        } catch let error as CLIError {
+            #expect(error.message.contains("did not create the topics"), "\(error.message)")
+            #expect(!error.message.contains("\n"))
+        }
+        await bed.stop()
+    }
+
+    @Test func describeShowsTheTopicsAndFailsWhenOneIsMissing() async throws {
+        let bed = try CLITestbed.start(partitions: 2)
+        let output = CapturedOutput()
+        let status = try await parse(TopicsDescribeCommand.self, ["topics", "describe"] + bed.flags).execute(environment: [:], output: output.output)
+        #expect(status == 0)
+        #expect(output.out.contains { $0.hasPrefix(bed.topics.requests) && $0.contains(" 2 ") })
+        await #expect(throws: CLIError.self) {
+            _ = try await parse(TopicsDescribeCommand.self, ["topics", "describe"] + bed.flags + ["--topic-dlq", "absent-topic"])
+                .execute(environment: [:], output: CapturedOutput().output)
+        }
+        await bed.stop()
+    }
+
+    @Test func thePlanCreatesOnlyWhatIsMissing() {
+        let requests = KafkaNewTopic(name: "r", partitions: 6, replicationFactor: 3)
+        let status = KafkaNewTopic(name: "s", partitions: 6, replicationFactor: 3)
+        let dlq = KafkaNewTopic(name: "d", partitions: 3, replicationFactor: 3)
+        let cluster = KafkaClusterDescription(brokers: ["a:1", "b:1", "c:1"],
+                                              topics: ["r": KafkaTopicDescription(name: "r", partitions: 6, replicationFactor: 3)])
+        let plan = TopicPlan.make(requests: requests, status: status, deadLetter: dlq, cluster: cluster)
+        #expect(plan.problems.isEmpty)
+        #expect(plan.create.map(\.name) == ["s", "d"])
+        #expect(plan.existing.map(\.name) == ["r"])
+    }
+}
