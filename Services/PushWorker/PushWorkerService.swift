@@ -60,6 +60,15 @@ public final class PushWorkerService: Service, Sendable {
 
     public func run() async throws {
         logger.info("push-worker starting", metadata: ["worker.id": "\(configuration.workerID)", "kafka.group": "\(configuration.groupID)"])
+        do {
+            try await TopicLayoutCheck.run(kafka: configuration.kafka, requestsTopic: configuration.requestsTopic,
+                                           statusTopic: configuration.statusTopic, logger: logger)
+        } catch {
+            logger.critical("push-worker cannot start", metadata: ["error": "\(error)"])
+            await consumer.shutdown()
+            await producer.shutdown()
+            throw error
+        }
         var failure: (any Error)?
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.maintain() }

@@ -23,6 +23,9 @@ struct PushWorkerMain {
             let group = ServiceGroup(configuration: .init(
                 services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
             try await group.run()
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("push-worker: configuration error: \(error)\n".utf8))
+            exit(2)
         } catch {
             FileHandle.standardError.write(Data("push-worker: \(error)\n".utf8))
             exit(1)

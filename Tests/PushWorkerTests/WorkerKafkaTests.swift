@@ -227,3 +227,25 @@ actor PortBox {
         return await withCheckedContinuation { waiters.append($0) }
     }
 }
+
+@Suite(.serialized) struct WorkerTopicLayout {
+    @Test func aStatusTopicWithAnotherPartitionCountStopsTheWorkerNamingTheSetting() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: WorkerTestbed.quietLogger)
+        try cluster.createTopic("requests-layout", partitions: 6)
+        try cluster.createTopic("status-layout", partitions: 3)
+        var configuration = PushWorkerConfiguration(kafka: WorkerTestbed.kafka(cluster, "layout"), workerID: "layout")
+        configuration.requestsTopic = "requests-layout"
+        configuration.statusTopic = "status-layout"
+        let worker = try PushWorkerService(configuration: configuration, sender: ScriptedSender(), apps: ["rider"],
+                                           ackTokens: try AckTokenSigner(secret: testSecret), logger: WorkerTestbed.quietLogger)
+        let outcome = await Task { try await worker.run() }.result
+        guard case .failure(let error) = outcome, let problem = error as? ConfigurationError else {
+            Issue.record("the worker started on topics with different partition counts: \(outcome)")
+            await cluster.shutdown()
+            return
+        }
+        #expect(problem.key == "CALLPUSH_TOPIC_STATUS")
+        #expect(problem.problem.contains("3 partitions") && problem.problem.contains("6"))
+        await cluster.shutdown()
+    }
+}
