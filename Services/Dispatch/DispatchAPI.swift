@@ -54,19 +54,19 @@ public final class DispatchAPI: Sendable {
             KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8),
                                 value: Array((try? ContractCoding.encode(CallRequest.ring(ring))) ?? Data()))
         }
-        let reports: [KafkaDeliveryReport]
+        let partitions: [Int32]
         do {
-            reports = try await publisher.publish(records)
+            partitions = try await publisher.publish(records)
         } catch {
             idempotency.finish(callId: callId, fingerprint: fingerprint, response: nil)
             throw error
         }
-        view.apply(rings: rings, partition: reports.first?.partition, acceptedHere: true)
+        view.apply(rings: rings, partition: partitions.first, acceptedHere: true)
         let answer = APIModels.encode(APIModels.Accepted(rings: rings))
         idempotency.finish(callId: callId, fingerprint: fingerprint, response: answer)
         logger.debug("call accepted", metadata: [
             "call.id": "\(callId)", "call.devices": "\(rings.count)", "api.key": "\(key.name)",
-            "kafka.partition": "\(reports.first?.partition ?? -1)",
+            "kafka.partition": "\(partitions.first ?? -1)",
         ])
         return Self.json(.accepted, answer)
     }
@@ -127,8 +127,8 @@ public final class DispatchAPI: Sendable {
         // Same partition number as the call's requests (known from the view); else the key decides.
         let record = KafkaProducerRecord(topic: configuration.statusTopic, partition: call?.partition, key: Array(callId.utf8),
                                          value: Array((try? status.encoded()) ?? Data()))
-        let reports = try await publisher.publish([record])
-        view.apply(status: status, partition: reports.first?.partition)
+        let partitions = try await publisher.publish([record])
+        view.apply(status: status, partition: partitions.first)
         return Self.json(.accepted, APIModels.encode(APIModels.AckAccepted(callId: callId, deviceKey: ack.deviceKey, state: status.state.rawValue)))
     }
 

@@ -6,10 +6,11 @@ import Synchronization
 
 /// Where dispatch publishes events: a seam so the HTTP layer can be tested without Kafka.
 public protocol EventPublishing: Sendable {
-    /// Publishes every record and returns once all were acknowledged, in order.
+    /// Publishes every record and returns once all were acknowledged: the partition each was
+    /// stored in, in order.
     ///
     /// - Throws: a 503 ``DispatchProblem`` when any record was not acknowledged within the bound.
-    func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [KafkaDeliveryReport]
+    func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32]
 }
 
 /// The idempotent Kafka producer behind dispatch, with every publish bounded by
@@ -43,7 +44,7 @@ public final class DispatchProducer: EventPublishing, Service {
     /// True unless the producer hit a fatal error that could not be repaired.
     public var isHealthy: Bool { current.withLock { $0.fatalError == nil } }
 
-    public func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [KafkaDeliveryReport] {
+    public func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {
         let producer = currentProducer()
         let outcome = await Self.bounded(publishTimeout + .milliseconds(500)) {
             try await producer.send(records)
@@ -51,16 +52,16 @@ public final class DispatchProducer: EventPublishing, Service {
         guard let results = outcome else {
             throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge within \(publishTimeout)")
         }
-        var reports: [KafkaDeliveryReport] = []
+        var partitions: [Int32] = []
         do {
-            for result in try results.get() { reports.append(try result.get()) }
+            for result in try results.get() { partitions.append(try result.get().partition) }
         } catch {
             metrics?.publishFailure()
             logger.warning("kafka publish failed", metadata: ["kafka.error": "\(error)", "events": "\(records.count)"])
             if producer.fatalError != nil { replace(producer) }
             throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge every event")
         }
-        return reports
+        return partitions
     }
 
     /// Runs until graceful shutdown, then flushes and closes the producer.

@@ -49,12 +49,10 @@ final class RecordingPublisher: EventPublishing {
     let records = Mutex<[KafkaProducerRecord]>([])
     let failing = Atomic<Bool>(false)
 
-    func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [KafkaDeliveryReport] {
+    func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {
         if failing.load(ordering: .relaxed) { throw DispatchProblem.unavailable(retryAfter: 1, detail: "test: Kafka down") }
-        return self.records.withLock { stored in
-            stored.append(contentsOf: records)
-            return records.enumerated().map { KafkaDeliveryReport(topic: $1.topic, partition: 0, offset: Int64(stored.count - records.count + $0)) }
-        }
+        self.records.withLock { $0.append(contentsOf: records) }
+        return records.map { $0.partition ?? 0 }
     }
 
     var count: Int { records.withLock { $0.count } }
