@@ -8,7 +8,7 @@ import Testing
 @testable import DispatchService
 
 /// Webhooks against a real HTTP receiver: signed, retried after a failure, in order.
-@Suite struct WebhookTests {
+@Suite(.serialized) struct WebhookTests {
     struct Received: Sendable {
         var body: Data
         var timestamp: String
@@ -17,6 +17,45 @@ import Testing
 
     static func header(_ request: Request, _ name: String) -> String {
         request.headers.first { $0.name.canonicalName == name }?.value ?? ""
+    }
+
+    @Test func statusesOfACallAcceptedHereArePostedEndToEnd() async throws {
+        let received = Mutex<[Received]>([])
+        let router = Router()
+        router.post("/hook") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 65_536)
+            received.withLock {
+                $0.append(Received(body: Data(body.readableBytesView), timestamp: Self.header(request, "x-callpush-timestamp"),
+                                   signature: Self.header(request, "x-callpush-signature")))
+            }
+            return Response(status: .ok)
+        }
+        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                                   onServerRunning: { portContinuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
+        let receiverGroup = ServiceGroup(services: [receiver], logger: quietLogger)
+        let receiving = Task { try await receiverGroup.run() }
+        var portIterator = ports.makeAsyncIterator()
+        let port = try #require(await portIterator.next())
+        let secret = Array("webhook-secret-0123456789".utf8)
+        let url = try #require(URL(string: "http://127.0.0.1:\(port)/hook"))
+
+        try await DispatchTestbed.with(configure: { $0.webhook = WebhookConfiguration(url: url, secret: secret) }) { bed in
+            let worker = try await bed.startWorker()
+            let callId = CallID.make()
+            #expect(try await bed.post("/v1/calls", json(ringBody(callId: callId, tokens: [hexToken(0x400c)]))).status == 202)
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !received.withLock({ $0.contains { (try? CallStatus.decode($0.body))?.state == .sent } }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let hooks = received.withLock { $0 }
+            let sent = try #require(hooks.first { (try? CallStatus.decode($0.body))?.state == .sent })
+            #expect(try CallStatus.decode(sent.body).callId == callId)
+            #expect(sent.signature == "sha256=" + WebhookSender.signature(secret: secret, timestamp: sent.timestamp, body: sent.body))
+            await bed.stop(worker)
+        }
+        await receiverGroup.triggerGracefulShutdown()
+        _ = await receiving.result
     }
 
     @Test func statusesArePostedSignedAndRetriedUntilAccepted() async throws {
