@@ -49,8 +49,10 @@ public struct APIKey: Sendable, Hashable, CustomStringConvertible {
 
 /// Finds the key a request presents, comparing hashes in constant time over every stored key.
 public struct APIKeyAuthenticator: Sendable {
+    /// The keys requests are checked against.
     public let keys: [APIKey]
 
+    /// Checks presented keys against `keys`.
     public init(keys: [APIKey]) { self.keys = keys }
 
     /// The key whose hash matches `presented`, or nil.

@@ -11,15 +11,22 @@ import Foundation
 public struct CallSubmission: Sendable, Hashable, Codable {
     /// The idempotency key; generated when absent.
     public var callId: String?
+    /// The app to ring (an app of the apps file).
     public var app: String
+    /// The callee's devices: one `ring` event each.
     public var devices: [Device]
+    /// Who calls, as CallKit shows it.
     public var caller: Caller
+    /// Whether the call is a video call.
     public var hasVideo: Bool
     /// How long the devices ring; default and bounds come from ``DispatchLimits``.
     public var ringTimeoutSeconds: Int?
+    /// Passed to the app in the payload.
     public var maxDurationSeconds: Int?
+    /// Opaque strings the app needs to connect the call.
     public var attributes: [String: String]
 
+    /// Creates a submission (e.g. for a client or a test).
     public init(callId: String? = nil, app: String, devices: [Device], caller: Caller, hasVideo: Bool = false,
                 ringTimeoutSeconds: Int? = nil, maxDurationSeconds: Int? = nil, attributes: [String: String] = [:]) {
         self.callId = callId
@@ -36,6 +43,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         case callId, app, devices, caller, hasVideo, ringTimeoutSeconds, maxDurationSeconds, attributes
     }
 
+    /// Decodes and checks types and per-field rules, naming the failing field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         func require(_ key: CodingKeys) throws {
@@ -145,6 +153,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         return Array(hasher.finalize())
     }
 
+    /// Encodes with the API's field names.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encodeIfPresent(callId, forKey: .callId)

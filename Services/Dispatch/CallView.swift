@@ -5,15 +5,23 @@ import Foundation
 public struct CallView: Sendable, Hashable {
     /// One device's delivery.
     public struct Delivery: Sendable, Hashable {
+        /// Identifies the delivery (hash of the token).
         public var deviceKey: String
+        /// The backend's device id, if given.
         public var deviceId: String?
+        /// From the ring event, when known.
         public var environment: APNsEnvironment?
         /// `queued` until the first status, then the latest `CallStatus.State`.
         public var state: String
+        /// Attempt number of the latest status (0 before any push).
         public var attempt: Int
+        /// Replay generation of the latest status.
         public var replay: Int
+        /// When the latest state was reached (`requestedAt` while queued).
         public var at: Date
+        /// What APNs answered, if a push was attempted.
         public var apns: CallStatus.APNsDetails?
+        /// Why it failed or was suppressed.
         public var error: CallStatus.ErrorInfo?
         /// The latest status event, if any arrived.
         public var lastStatus: CallStatus?
@@ -25,9 +33,13 @@ public struct CallView: Sendable, Hashable {
         }
     }
 
+    /// The call.
     public var callId: String
+    /// The app, once known.
     public var app: String?
+    /// From the ring events, once known.
     public var requestedAt: Date?
+    /// The latest ring deadline of its ring events.
     public var ringDeadline: Date?
     /// The partition number its requests are on (statuses dispatch writes go to the same number).
     public var partition: Int32?
@@ -36,6 +48,7 @@ public struct CallView: Sendable, Hashable {
     /// Whether this instance accepted the call (its webhooks are sent from here).
     public var acceptedHere = false
 
+    /// An empty view of a call.
     public init(callId: String) { self.callId = callId }
 
     /// True once every known delivery is terminal (and there is at least one).

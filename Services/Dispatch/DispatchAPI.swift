@@ -21,6 +21,7 @@ public final class DispatchAPI: Sendable {
     let logger: Logger
     let isReady: @Sendable () -> Bool
 
+    /// Handlers over a view and a publisher; `isReady` answers `/readyz`.
     public init(configuration: DispatchConfiguration, view: StatusView, publisher: any EventPublishing,
                 metrics: DispatchMetrics, logger: Logger, isReady: @escaping @Sendable () -> Bool) throws(AckTokenError) {
         self.configuration = configuration

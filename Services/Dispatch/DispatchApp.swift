@@ -20,10 +20,13 @@ public final class DispatchApp: Sendable {
     public let services: [any Service]
     /// The API handlers (for embedding the router elsewhere).
     public let api: DispatchAPI
+    /// The status view the API serves.
     public let view: StatusView
+    /// The Prometheus metrics (`/metrics`).
     public let metrics: DispatchMetrics
     private let boundPort: BoundPort
 
+    /// Builds the services; throws when the Kafka producer or ack-token signer cannot be created.
     public init(configuration: DispatchConfiguration, logger: Logger) throws {
         let metrics = DispatchMetrics()
         let view = StatusView(window: configuration.viewWindow, capacity: configuration.viewCapacity)

@@ -13,6 +13,7 @@ public struct DispatchLimits: Sendable, Hashable {
     /// Largest request body; larger bodies get 413. Default 64 KiB.
     public var maxBodyBytes = 64 * 1024
 
+    /// The defaults above.
     public init() {}
 }
 
@@ -21,10 +22,13 @@ public struct DispatchLimits: Sendable, Hashable {
 public struct DispatchConfiguration: Sendable {
     /// Brokers, client id and any librdkafka property.
     public var kafka: KafkaConfiguration
+    /// Where `ring` / `cancel` events go. Default `voip.call-requests`.
     public var requestsTopic = Topics.requests
+    /// Where statuses are read and device reports written. Default `voip.call-status`.
     public var statusTopic = Topics.status
     /// Listen address of the HTTP API. Port 0 picks a free port (see ``DispatchApp/port()``).
     public var host = "0.0.0.0"
+    /// Default 8080.
     public var port = 8080
     /// App names a ring may name (the worker's apps file keys).
     public var apps: Set<String>
@@ -34,6 +38,7 @@ public struct DispatchConfiguration: Sendable {
     public var ackSecret: [UInt8]
     /// Written into the `worker` field of the `reported` / `suppressed` statuses dispatch publishes.
     public var instanceID: String
+    /// Request limits.
     public var limits = DispatchLimits()
     /// How long `POST /v1/calls` (and DELETE, ack) waits for Kafka's acknowledgement before
     /// answering 503. librdkafka's `message.timeout.ms` is set to this bound too, so an event that
@@ -55,6 +60,7 @@ public struct DispatchConfiguration: Sendable {
     /// Optional status webhooks.
     public var webhook: WebhookConfiguration?
 
+    /// A configuration with the defaults documented on each property.
     public init(kafka: KafkaConfiguration, apps: Set<String>, apiKeys: [APIKey], ackSecret: [UInt8], instanceID: String = "dispatch") {
         self.kafka = kafka
         self.apps = apps
@@ -77,6 +83,7 @@ public struct WebhookConfiguration: Sendable, Hashable {
     /// Bound on one POST. Default 5 s.
     public var timeout: Duration = .seconds(5)
 
+    /// Webhooks to `url`, signed with `secret`.
     public init(url: URL, secret: [UInt8]) {
         self.url = url
         self.secret = secret

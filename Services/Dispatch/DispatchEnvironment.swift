@@ -4,9 +4,12 @@ import Kafka
 /// A configuration value that is missing or wrong, named by the key the operator has to fix.
 /// Never carries a secret value.
 public struct DispatchConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The environment variable (or file field) at fault.
     public var key: String
+    /// What is wrong with it.
     public var problem: String
 
+    /// An error naming `key`.
     public init(_ key: String, _ problem: String) {
         self.key = key
         self.problem = problem
@@ -19,6 +22,7 @@ public struct DispatchConfigurationError: Error, Sendable, Hashable, CustomStrin
 /// docs/dispatch.md), validating each value and naming the variable at fault. Secrets come
 /// from files (`…_FILE`) or the environment, never from the command line.
 public enum DispatchEnvironment {
+    /// The configuration from `env`; the error names the first variable at fault.
     public static func load(_ env: [String: String] = ProcessInfo.processInfo.environment) throws(DispatchConfigurationError) -> DispatchConfiguration {
         let reader = Reader(env: env)
         let bootstrap = try reader.required("CALLPUSH_KAFKA_BOOTSTRAP")
@@ -132,6 +136,7 @@ public enum APIKeysFile {
         var burst: Double?
     }
 
+    /// Parses the keys file's content.
     public static func parse(_ data: Data) throws(DispatchConfigurationError) -> [APIKey] {
         let key = "CALLPUSH_DISPATCH_API_KEYS_FILE"
         let entries: [Entry]

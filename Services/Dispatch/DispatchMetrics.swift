@@ -3,6 +3,7 @@ import Prometheus
 /// dispatch's Prometheus metrics. Label values are bounded: routes are the API's patterns,
 /// statuses HTTP codes, key names come from the configuration — never a call id or token.
 public final class DispatchMetrics: Sendable {
+    /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
 
     static let latencyBuckets: [Duration] = [
@@ -15,6 +16,7 @@ public final class DispatchMetrics: Sendable {
     private let sseStreams: Gauge
     private let viewEvents: Counter
 
+    /// Creates the metrics in `registry`.
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         publishFailures = registry.makeCounter(descriptor: Self.name("publish_failures", "total", "Publishes Kafka did not acknowledge in time (answered 503)."), labels: [])

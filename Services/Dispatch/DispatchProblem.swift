@@ -14,6 +14,8 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
         public init(stringLiteral value: String) { self.rawValue = value }
         public var description: String { rawValue }
 
+        // The codes of docs/dispatch.md's table, in its order.
+        /// The body is not JSON.
         public static let malformedJSON: Code = "malformed-json"
         public static let missingField: Code = "missing-field"
         public static let wrongType: Code = "wrong-type"
@@ -31,6 +33,7 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
         public static let internalError: Code = "internal"
     }
 
+    /// Stable machine-readable code (the end of `type`).
     public var code: Code
     /// HTTP status code.
     public var status: Int
@@ -43,6 +46,7 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
     /// Seconds for a `Retry-After` header (429, 503).
     public var retryAfter: Int?
 
+    /// A problem answer.
     public init(_ code: Code, status: Int, title: String, detail: String, field: String? = nil, retryAfter: Int? = nil) {
         self.code = code
         self.status = status
@@ -81,33 +85,42 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
                                detail: error.description, field: error.path.isEmpty ? nil : error.path)
     }
 
+    /// 400 naming `field`.
     public static func invalid(_ field: String, _ detail: String, code: Code = .invalidValue, status: Int = 400) -> DispatchProblem {
         DispatchProblem(code, status: status, title: "Invalid request", detail: "\(field): \(detail)", field: field)
     }
 
+    /// 413.
     public static func bodyTooLarge(limit: Int) -> DispatchProblem {
         DispatchProblem(.bodyTooLarge, status: 413, title: "Request body too large", detail: "the body exceeds \(limit) bytes")
     }
 
+    /// 404 for a call this instance does not know.
     public static func notFound(_ callId: String) -> DispatchProblem {
         DispatchProblem(.notFound, status: 404, title: "Unknown call", detail: "no call \(callId) is known to this dispatch instance", field: "callId")
     }
 
+    /// 401: no bearer key.
     public static let missingKey = DispatchProblem(.unauthorized, status: 401, title: "Unauthorized",
                                                    detail: "an API key is required: Authorization: Bearer <key>")
+    /// 401: unknown key.
     public static let badKey = DispatchProblem(.unauthorized, status: 401, title: "Unauthorized", detail: "the API key is not valid")
+    /// 403: the ack token does not match.
     public static let badAckToken = DispatchProblem(.forbidden, status: 403, title: "Forbidden",
                                                     detail: "the ack token does not match this call and device", field: "ackToken")
 
+    /// 429 with `Retry-After`.
     public static func rateLimited(retryAfter: Int) -> DispatchProblem {
         DispatchProblem(.rateLimited, status: 429, title: "Too many requests",
                         detail: "this API key's rate limit is exhausted", retryAfter: retryAfter)
     }
 
+    /// 503 with `Retry-After`.
     public static func unavailable(retryAfter: Int, detail: String) -> DispatchProblem {
         DispatchProblem(.unavailable, status: 503, title: "Kafka did not acknowledge in time", detail: detail, retryAfter: retryAfter)
     }
 
+    /// 409: callId reused with a different request.
     public static func conflict(_ callId: String) -> DispatchProblem {
         DispatchProblem(.conflict, status: 409, title: "callId reused with a different request",
                         detail: "call \(callId) was already requested with a different body", field: "callId")

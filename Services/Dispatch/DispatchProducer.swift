@@ -25,6 +25,7 @@ public final class DispatchProducer: EventPublishing, Service {
     private let current: Mutex<KafkaProducer>
     private let metrics: DispatchMetrics?
 
+    /// Creates the producer (`message.timeout.ms` = `publishTimeout`).
     public init(kafka: KafkaConfiguration, publishTimeout: Duration, retryAfterSeconds: Int,
                 metrics: DispatchMetrics? = nil, logger: Logger) throws(KafkaError) {
         var configuration = KafkaProducerConfiguration(kafka: kafka)
@@ -44,6 +45,7 @@ public final class DispatchProducer: EventPublishing, Service {
     /// True unless the producer hit a fatal error that could not be repaired.
     public var isHealthy: Bool { current.withLock { $0.fatalError == nil } }
 
+    /// Publishes, bounded by the publish timeout (plus a short grace for the delivery report).
     public func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {
         let producer = currentProducer()
         let outcome = await Self.bounded(publishTimeout + .milliseconds(500)) {
