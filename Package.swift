@@ -9,6 +9,8 @@ let package = Package(
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
         .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "callpush-bench", targets: ["callpush-bench"]),
+        .executable(name: "dispatch", targets: ["dispatch-main"]),
+        .library(name: "DispatchService", targets: ["DispatchService"]),
         .library(name: "CallContract", targets: ["CallContract"]),
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "APNs", targets: ["APNs"]),
@@ -107,6 +109,23 @@ let package = Package(
         ),
 
         .target(
+            name: "DispatchService",
+            dependencies: [
+                "CallContract", "CallpushCore", "Kafka",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/Dispatch"
+        ),
+
+        .target(
             name: "CallpushCLI",
             dependencies: [
                 "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "PushWorker",
@@ -136,6 +155,16 @@ let package = Package(
             ],
             path: "Services/push-worker"
         ),
+        // The module is not called `dispatch`: that clashes with libdispatch at run time.
+        .executableTarget(
+            name: "dispatch-main",
+            dependencies: [
+                "DispatchService",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/dispatch"
+        ),
         .executableTarget(
             name: "apns-simulator",
             dependencies: [
@@ -149,7 +178,7 @@ let package = Package(
         .executableTarget(
             name: "callpush-bench",
             dependencies: [
-                "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker",
+                "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -174,6 +203,20 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tests/CallpushCLITests"
+        ),
+        .testTarget(
+            name: "DispatchTests",
+            dependencies: [
+                "DispatchService", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/DispatchTests"
         ),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),
