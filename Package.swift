@@ -128,7 +128,7 @@ let package = Package(
         .target(
             name: "CallpushCLI",
             dependencies: [
-                "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "PushWorker",
+                "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "PushWorker", "DispatchService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -2,17 +2,19 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// `callpush dev`: everything on embedded defaults in one process.
 struct DevCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dev",
-        abstract: "Run callpush on embedded defaults: embedded Kafka, the APNs simulator and push-workers.",
+        abstract: "Run callpush on embedded defaults: embedded Kafka, the APNs simulator, dispatch and push-workers.",
         discussion: """
             Starts librdkafka's mock cluster (reachable by any Kafka client on the printed bootstrap \
             address) with the three topics, the APNs simulator with a generated certificate and token \
-            key, and push-workers that deliver to it. Prints how to ring a simulated phone. Ctrl-C \
-            stops everything cleanly.
+            key, push-workers that deliver to it, and dispatch on 127.0.0.1 with a generated API key. \
+            Prints the API key, the URLs and a curl line that rings a simulated phone. Ctrl-C stops \
+            everything cleanly.
             """
     )
 
@@ -25,6 +27,12 @@ struct DevCommand: AsyncParsableCommand {
     @Option(help: "Push-workers to run (members of one consumer group).")
     var workers = 2
 
+    @Option(help: "Port of dispatch's HTTP API on 127.0.0.1 (0: any free port).")
+    var port = 8080
+
+    @Flag(help: "Ring a few demo calls (sent, dead token, cancelled, expired during an outage) and show their status live.")
+    var demo = false
+
     @Option(help: "Write a JSON description of the running system (addresses, topics, CA path) here once it is ready.")
     var stateFile: String?
 
@@ -34,6 +42,7 @@ struct DevCommand: AsyncParsableCommand {
     func validate() throws {
         guard (1...9).contains(brokers) else { throw ValidationError("--brokers must be between 1 and 9") }
         guard (1...256).contains(partitions) else { throw ValidationError("--partitions must be between 1 and 256") }
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard (1...16).contains(workers) else { throw ValidationError("--workers must be between 1 and 16") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -46,18 +55,48 @@ struct DevCommand: AsyncParsableCommand {
         let stack: DevStack
         do {
             stack = try await DevStack.start(
-                .init(brokers: brokers, partitions: partitions, workers: workers), logger: logger)
+                .init(brokers: brokers, partitions: partitions, workers: workers, dispatchPort: port), logger: logger)
         } catch {
             FileHandle.standardError.write(Data("callpush dev: could not start: \(error)\n".utf8))
             throw ExitCode.failure
         }
-        FileHandle.standardOutput.write(Data((stack.banner() + "\n").utf8))
-        if let stateFile {
-            try stack.state.write(to: stateFile)
-        }
         let group = ServiceGroup(configuration: .init(services: stack.services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        let ended = Mutex(false)
+        let running = Task {
+            defer { ended.withLock { $0 = true } }
+            try await group.run()
+        }
+        let state: DevState
+        do {
+            state = try await stack.ready(abandonIf: { ended.withLock { $0 } })
+        } catch {
+            await group.triggerGracefulShutdown()
+            var reason = "\(error)"
+            if case .failure(let failure) = await running.result { reason = "\(failure)" }
+            if port != 0 && reason.localizedCaseInsensitiveContains("address already in use") {
+                reason += " (port \(port) is taken: pass --port 0 for any free port)"
+            }
+            FileHandle.standardError.write(Data("callpush dev: could not start: \(reason)\n".utf8))
+            throw ExitCode.failure
+        }
+        FileHandle.standardOutput.write(Data((DevStack.banner(state) + "\n").utf8))
+        if let stateFile {
+            try state.write(to: stateFile)
+        }
+        if demo {
+            do {
+                try await DevDemo(stack: stack, state: state).run()
+            } catch {
+                FileHandle.standardError.write(Data("callpush dev --demo: \(error)\n".utf8))
+            }
+        }
+        do {
+            try await running.value
+        } catch {
+            FileHandle.standardError.write(Data("callpush dev: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
         FileHandle.standardOutput.write(Data("callpush dev: stopped\n".utf8))
     }
 }

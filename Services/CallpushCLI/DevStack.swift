@@ -7,10 +7,12 @@ import Kafka
 import Logging
 import PushWorker
 import ServiceLifecycle
+import Synchronization
+import DispatchService
 
 /// The embedded system `callpush dev` runs: a mock Kafka cluster with the topics, the APNs
-/// simulator (generated certificate and token key), and push-workers pushing to it.
-/// Tests start the same stack.
+/// simulator (generated certificate and token key), push-workers pushing to it, and dispatch on
+/// localhost with a generated API key. Tests start the same stack.
 public struct DevStack: Sendable {
     public struct Options: Sendable {
         public var brokers = 3
@@ -19,11 +21,15 @@ public struct DevStack: Sendable {
         /// The app name dev events use.
         public var app = "demo"
         public var bundleID = "com.example.callpush.demo"
+        /// Where dispatch listens (0: any free port).
+        public var dispatchHost = "127.0.0.1"
+        public var dispatchPort = 8080
 
-        public init(brokers: Int = 3, partitions: Int = 6, workers: Int = 2) {
+        public init(brokers: Int = 3, partitions: Int = 6, workers: Int = 2, dispatchPort: Int = 8080) {
             self.brokers = brokers
             self.partitions = partitions
             self.workers = workers
+            self.dispatchPort = dispatchPort
         }
     }
 
@@ -32,10 +38,19 @@ public struct DevStack: Sendable {
     public let simulator: APNsSimulator
     public let client: APNSClient
     public let workers: [PushWorkerService]
-    public let state: DevState
+    public let dispatch: DispatchApp
+    /// The generated dev API key (plaintext: dispatch keeps only its hash).
+    public let apiKey: String
+    let caPath: String
 
-    /// In shutdown order last to first: workers stop before the APNs client, the simulator and Kafka.
-    public var services: [any Service] { [cluster, simulator, client] + workers }
+    /// In shutdown order last to first: dispatch stops first, then the workers, the APNs client,
+    /// the simulator and Kafka.
+    public var services: [any Service] { [cluster, simulator, client] + workers + dispatch.services }
+
+    /// Kafka client settings for the embedded cluster: librdkafka's mock broker holds a fetch with
+    /// no data for `fetch.wait.max.ms` and does not answer early when data arrives, so a short wait
+    /// keeps rings and statuses prompt (a real broker answers as soon as data arrives).
+    public static let embeddedKafkaProperties = ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "2000"]
 
     public static func start(_ options: Options, logger: Logger) async throws -> DevStack {
         let cluster = try EmbeddedKafkaCluster(brokers: options.brokers, logger: logger)
@@ -72,7 +87,8 @@ public struct DevStack: Sendable {
         var generator = SystemRandomNumberGenerator()
         for index in secret.indices { secret[index] = UInt8.random(in: 0...255, using: &generator) }
         let ackTokens = try AckTokenSigner(secret: secret)
-        let kafka = KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "callpush-dev")
+        let kafka = KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "callpush-dev",
+                                       properties: embeddedKafkaProperties)
         var workers: [PushWorkerService] = []
         for index in 0..<options.workers {
             var configuration = PushWorkerConfiguration(kafka: kafka, workerID: "dev-worker-\(index + 1)")
@@ -82,33 +98,76 @@ public struct DevStack: Sendable {
                                                  apps: [options.app], ackTokens: ackTokens, logger: logger))
         }
 
-        let state = DevState(
+        let apiKey = "cpdev_" + randomHex(bytes: 24)
+        var dispatchConfiguration = DispatchConfiguration(
+            kafka: kafka, apps: [options.app], apiKeys: [APIKey(name: "dev", plaintext: apiKey, ratePerSecond: 1_000)],
+            ackSecret: secret, instanceID: "dev-dispatch")
+        dispatchConfiguration.host = options.dispatchHost
+        dispatchConfiguration.port = options.dispatchPort
+        let dispatch = try DispatchApp(configuration: dispatchConfiguration, logger: logger)
+        return DevStack(options: options, cluster: cluster, simulator: simulator, client: client, workers: workers,
+                        dispatch: dispatch, apiKey: apiKey, caPath: caPath)
+    }
+
+    static func randomHex(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+
+    /// Waits (bounded) until dispatch listens and every request partition has a worker, then
+    /// describes the running system.
+    public func ready(timeout: Duration = .seconds(60), abandonIf stopped: @Sendable () -> Bool = { false }) async throws -> DevState {
+        let deadline = ContinuousClock.now + timeout
+        let bound = Mutex<Int?>(nil)
+        let dispatch = self.dispatch
+        let waiter = Task { let port = await dispatch.port(); bound.withLock { $0 = port } }
+        defer { waiter.cancel() }
+        // Start-up readiness: both conditions are checked every 50 ms, bounded by `timeout`.
+        while bound.withLock({ $0 }) == nil || workers.reduce(0, { $0 + $1.ownedPartitions.count }) < options.partitions {
+            if stopped() { throw DevStackError("stopped before it was ready") }
+            guard ContinuousClock.now < deadline else {
+                throw DevStackError(bound.withLock({ $0 }) == nil ? "dispatch did not start listening within \(timeout)"
+                                    : "the push-workers were not assigned every partition within \(timeout)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let port = bound.withLock { $0 } ?? options.dispatchPort
+        return DevState(
             bootstrapServers: cluster.bootstrapServers,
             topics: .init(requests: Topics.requests, status: Topics.status, deadLetter: Topics.deadLetter),
+            dispatchURL: "http://\(options.dispatchHost):\(port)", apiKey: apiKey,
             simulatorURL: "https://127.0.0.1:\(simulator.port)",
             simulatorAdminURL: simulator.adminPort.map { "http://127.0.0.1:\($0)" },
             caPath: caPath, app: options.app, workers: options.workers)
-        return DevStack(options: options, cluster: cluster, simulator: simulator, client: client, workers: workers, state: state)
     }
 
     /// What `callpush dev` prints once ready.
-    public func banner() -> String {
+    public static func banner(_ state: DevState) -> String {
         let admin = state.simulatorAdminURL ?? "(admin API off)"
         return """
             callpush dev is running (Ctrl-C stops it)
+              dispatch API       \(state.dispatchURL)
+              dev API key        \(state.apiKey)
               Kafka bootstrap    \(state.bootstrapServers)
               topics             \(state.topics.requests), \(state.topics.status), \(state.topics.deadLetter)
               APNs simulator     \(state.simulatorURL)   (CA: \(state.caPath))
               simulator admin    \(admin)
               push-workers       \(state.workers), app "\(state.app)"
 
-            Ring a simulated phone (publishes a ring event; dispatch's HTTP API comes later):
-              id=$(cat /proc/sys/kernel/random/uuid); printf '{"type":"ring","callId":"%s","app":"\(state.app)","device":{"token":"%s","environment":"sandbox"},"caller":{"handle":"driver-1","displayName":"Driver Tanaka"},"requestedAt":"%s","ringDeadline":"%s"}' "$id" "$(openssl rand -hex 32)" "$(date -u +%FT%TZ)" "$(date -u -d '+30 sec' +%FT%TZ)" | kcat -P -b \(state.bootstrapServers) -t \(state.topics.requests) -k "$id"
-            Then see the push the simulator received and the call's status:
+            Ring a simulated phone:
+              curl -s -X POST \(state.dispatchURL)/v1/calls -H 'Authorization: Bearer \(state.apiKey)' -H 'Content-Type: application/json' \\
+                -d '{"app":"\(state.app)","devices":[{"token":"'$(openssl rand -hex 32)'","environment":"sandbox"}],"caller":{"handle":"driver-1","displayName":"Driver Tanaka"}}'
+            Then follow the call (use the callId from the answer), and see what the phone received:
+              curl -s -N \(state.dispatchURL)/v1/calls/<callId>/events -H 'Authorization: Bearer \(state.apiKey)'
               curl -s \(admin)/admin/pushes
-              kcat -C -b \(state.bootstrapServers) -t \(state.topics.status) -o beginning -e -q
             """
     }
+}
+
+/// `callpush dev` could not get ready.
+public struct DevStackError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// The `--state-file` JSON: how scripts and tests reach a running `callpush dev`.
@@ -121,6 +180,9 @@ public struct DevState: Codable, Sendable, Equatable {
 
     public var bootstrapServers: String
     public var topics: TopicNames
+    /// dispatch's base URL and the dev API key for it.
+    public var dispatchURL: String
+    public var apiKey: String
     public var simulatorURL: String
     public var simulatorAdminURL: String?
     public var caPath: String

@@ -5,6 +5,7 @@ import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
+import Synchronization
 import Testing
 @testable import CallpushCLI
 
@@ -15,38 +16,127 @@ import Testing
         return logger
     }()
 
-    @Test func aRingPublishedToTheDevStackRingsTheSimulatedPhone() async throws {
-        let stack = try await DevStack.start(.init(brokers: 3, partitions: 2, workers: 2), logger: Self.logger)
+    /// Runs the dev stack (dispatch on a free port) around `body`, then stops it gracefully.
+    func withDevStack(_ body: (DevStack, DevState) async throws -> Void) async throws {
+        let stack = try await DevStack.start(.init(brokers: 3, partitions: 2, workers: 2, dispatchPort: 0), logger: Self.logger)
         let group = ServiceGroup(services: stack.services, logger: Self.logger)
         let running = Task { try await group.run() }
-
-        #expect(stack.state.topics.requests == Topics.requests)
-        #expect(FileManager.default.fileExists(atPath: stack.state.caPath), "the simulator's CA is written for clients")
-        let now = Date()
-        let ring = RingRequest(callId: CallID.make(), app: stack.state.app,
-                               device: Device(token: String(repeating: "5e", count: 32), environment: .sandbox),
-                               caller: Caller(handle: "driver-1"), requestedAt: now, ringDeadline: now.addingTimeInterval(30))
-        let kafka = KafkaConfiguration(bootstrapServers: [stack.state.bootstrapServers], clientID: "dev-test")
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka), logger: Self.logger)
-        _ = try await producer.send(KafkaProducerRecord(topic: Topics.requests, key: Array(ring.callId.utf8),
-                                                        value: Array(try CallRequest.ring(ring).encoded())))
-        await producer.shutdown()
-
-        let deadline = ContinuousClock.now + .seconds(30)
-        while stack.simulator.pushes().isEmpty && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
+        do {
+            let state = try await stack.ready()
+            try await body(stack, state)
+        } catch {
+            await group.triggerGracefulShutdown()
+            _ = await running.result
+            throw error
         }
-        let pushes = stack.simulator.pushes()
-        try #require(pushes.count == 1, "the ring reached the simulated phone")
-        #expect(pushes[0].deviceToken == ring.device.token)
-        #expect(pushes[0].headers["apns-push-type"] == "voip")
-
-        let status = try await firstStatus(kafka: kafka, partitions: 2, seconds: 30)
-        #expect(status?.callId == ring.callId)
-        #expect(status?.state == .sent)
-
         await group.triggerGracefulShutdown()
         _ = await running.result
+    }
+
+    @Test func aRingThroughDispatchReachesTheSimulatedPhoneAndIsReportedSent() async throws {
+        try await withDevStack { stack, state in
+            #expect(state.topics.requests == Topics.requests)
+            #expect(FileManager.default.fileExists(atPath: state.caPath), "the simulator's CA is written for clients")
+            #expect(state.apiKey.hasPrefix("cpdev_") && state.apiKey.count > 40)
+            let http = HTTPExchange(baseURL: try #require(URL(string: state.dispatchURL)), timeout: .seconds(10), caFile: nil)
+            let token = String(repeating: "5e", count: 32)
+            let body = #"{"app":"\#(state.app)","devices":[{"token":"\#(token)","environment":"sandbox"}],"caller":{"handle":"driver-1"}}"#
+            let refused = try await http.send(.POST, "/v1/calls", headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+            #expect(refused.status == 401, "the API needs the dev key")
+            let answer = try await http.send(.POST, "/v1/calls", headers: [("Authorization", "Bearer \(state.apiKey)"), ("Content-Type", "application/json")],
+                                             body: Array(body.utf8))
+            #expect(answer.status == 202)
+            let callId = try #require((try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["callId"] as? String)
+
+            let deadline = ContinuousClock.now + .seconds(30)
+            while stack.simulator.pushes().isEmpty && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let pushes = stack.simulator.pushes()
+            try #require(pushes.count == 1, "the ring reached the simulated phone")
+            #expect(pushes[0].deviceToken == token)
+            #expect(pushes[0].headers["apns-push-type"] == "voip")
+            var delivery = ""
+            while delivery != "sent" && ContinuousClock.now < deadline {
+                let view = try await http.send(.GET, "/v1/calls/\(callId)", headers: [("Authorization", "Bearer \(state.apiKey)")])
+                let json = try? JSONSerialization.jsonObject(with: Data(view.body)) as? [String: Any]
+                delivery = ((json?["deliveries"] as? [[String: Any]])?.first?["state"] as? String) ?? ""
+                if delivery != "sent" { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(delivery == "sent", "dispatch reports the delivery sent")
+        }
+    }
+
+    @Test func theDemoEndsWithItsFourOutcomes() async throws {
+        try await withDevStack { stack, state in
+            let lines = Mutex<[String]>([])
+            var demo = DevDemo(stack: stack, state: state)
+            demo.print = { line in lines.withLock { $0.append(line) } }
+            let results = try await demo.run()
+            #expect(results.map(\.name) == ["answered", "dead token", "cancelled", "APNs outage"])
+            #expect(results.map(\.final) == [.sent, .failed, .cancelled, .expired])
+            let output = lines.withLock { $0 }
+            #expect(output.contains { $0.contains("answered") && $0.contains("sent") && $0.contains("APNs 200") }, "the timeline is printed")
+            #expect(output.contains { $0.contains("dead token") && $0.contains("Unregistered") })
+            #expect(output.contains { $0.contains("APNs outage") && $0.contains("retrying") })
+        }
+    }
+
+    @Test func devAsAChildProcessServesACurlRingAndStopsCleanlyOnSIGTERM() async throws {
+        guard let curl = ChildProcess.findExecutable("curl") else {
+            Issue.record("curl is not installed (scripts/install-deps installs it)")
+            return
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dev-child-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let statePath = directory.appendingPathComponent("state.json").path
+        let process = Process()
+        process.executableURL = ChildProcess.productsDirectory.appendingPathComponent("callpush")
+        process.arguments = ["dev", "--port", "0", "--partitions", "2", "--state-file", statePath, "--log-level", "error"]
+        let stdoutPath = directory.appendingPathComponent("stdout").path
+        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
+        process.standardError = FileHandle.nullDevice
+        let exited = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { exited.continuation.yield($0.terminationStatus); exited.continuation.finish() }
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+        let ready = ContinuousClock.now + .seconds(90)
+        while !FileManager.default.fileExists(atPath: statePath) && ContinuousClock.now < ready && process.isRunning {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let data = try #require(FileManager.default.contents(atPath: statePath), "dev wrote its state file once ready")
+        let state = try JSONDecoder().decode(DevState.self, from: data)
+        let banner = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
+        #expect(banner.contains(state.apiKey) && banner.contains("curl -s -X POST \(state.dispatchURL)/v1/calls"), "the banner prints the key and a curl ring")
+
+        let token = String(repeating: "7a", count: 32)
+        let ring = try await ChildProcess.run(curl, ["-s", "-X", "POST", "\(state.dispatchURL)/v1/calls",
+                                                     "-H", "Authorization: Bearer \(state.apiKey)", "-H", "Content-Type: application/json",
+                                                     "-d", #"{"app":"\#(state.app)","devices":[{"token":"\#(token)","environment":"sandbox"}],"caller":{"handle":"driver-1","displayName":"Driver Tanaka"}}"#],
+                                              timeout: .seconds(20))
+        #expect(ring.stdout.contains("\"callId\""), "202 with the call: \(ring.stdout)")
+        let admin = try #require(state.simulatorAdminURL)
+        var received = false
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !received && ContinuousClock.now < deadline {
+            let pushes = try await ChildProcess.run(curl, ["-s", "\(admin)/admin/pushes"], timeout: .seconds(10))
+            received = pushes.stdout.contains(token)
+            if !received { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(received, "the simulated phone received the push")
+
+        kill(process.processIdentifier, SIGTERM)
+        let status = await withTaskGroup(of: Int32?.self) { group in
+            group.addTask { for await status in exited.stream { return status }; return nil }
+            group.addTask { try? await Task.sleep(for: .seconds(30)); return nil }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        #expect(status == 0, "Ctrl-C / SIGTERM stops everything cleanly")
+        #expect(((try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "").contains("callpush dev: stopped"))
     }
 
     func firstStatus(kafka: KafkaConfiguration, partitions: Int32, seconds: Double) async throws -> CallStatus? {
