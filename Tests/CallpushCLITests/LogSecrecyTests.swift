@@ -1,0 +1,110 @@
+import APNsSimulator
+import CallContract
+import Foundation
+import Kafka
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+@testable import CallpushCLI
+
+/// Collects every log record (message and metadata) of a whole system run, at trace level.
+final class CapturedLogs: Sendable {
+    private let lines = Mutex<[String]>([])
+    var text: String { lines.withLock { $0.joined(separator: "\n") } }
+    var count: Int { lines.withLock { $0.count } }
+
+    func logger(_ label: String) -> Logger {
+        var logger = Logger(label: label) { label in Handler(label: label, sink: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    struct Handler: LogHandler {
+        let label: String
+        let sink: CapturedLogs
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
+                 file: String, function: String, line: UInt) {
+            let all = self.metadata.merging(explicit ?? [:]) { _, new in new }
+            let rendered = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            sink.lines.withLock { $0.append("\(level) \(label): \(message) \(rendered)") }
+        }
+    }
+}
+
+@Suite(.serialized) struct LogSecrecy {
+    @Test func aFullRunLogsNoDeviceTokenJWTKeyMaterialAckTokenOrAPIKey() async throws {
+        let logs = CapturedLogs()
+        let stack = try await DevStack.start(.init(brokers: 3, partitions: 2, workers: 2, dispatchPort: 0), logger: logs.logger("callpush"))
+        let group = ServiceGroup(services: stack.services, logger: logs.logger("group"))
+        let running = Task { try await group.run() }
+        let state = try await stack.ready()
+        let http = HTTPExchange(baseURL: try #require(URL(string: state.dispatchURL)), timeout: .seconds(10), caFile: nil)
+        let auth = [("Authorization", "Bearer \(state.apiKey)"), ("Content-Type", "application/json")]
+
+        let good = String(repeating: "a1", count: 32)
+        let dead = String(repeating: "d2", count: 32)
+        var faults = APNsSimulatorFaults()
+        faults.tokenOutcomes[dead] = .unregistered()
+        stack.simulator.setFaults(faults)
+        var callIds: [String] = []
+        for token in [good, dead] {
+            let body = #"{"app":"\#(state.app)","devices":[{"token":"\#(token)","environment":"sandbox"}],"caller":{"handle":"driver-1"}}"#
+            let answer = try await http.send(.POST, "/v1/calls", headers: auth, body: Array(body.utf8))
+            #expect(answer.status == 202)
+            if let id = (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["callId"] as? String { callIds.append(id) }
+        }
+        // Refused requests: a wrong API key, a bad token.
+        let wrongKey = "cpdev_wrong_" + String(repeating: "9", count: 40)
+        let refused = try await http.send(.POST, "/v1/calls", headers: [("Authorization", "Bearer \(wrongKey)"), ("Content-Type", "application/json")],
+                                          body: Array(#"{"app":"x"}"#.utf8))
+        #expect(refused.status == 401)
+        let badToken = "zz" + String(repeating: "b3", count: 31)
+        _ = try await http.send(.POST, "/v1/calls", headers: auth,
+                                body: Array(#"{"app":"\#(state.app)","devices":[{"token":"\#(badToken)","environment":"sandbox"}],"caller":{"handle":"d"}}"#.utf8))
+        // An invalid event straight to Kafka (the worker rejects and dead-letters it).
+        let invalidToken = String(repeating: "c4", count: 31) + "zz"
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(
+            kafka: KafkaConfiguration(bootstrapServers: [state.bootstrapServers], clientID: "secrecy-test")), logger: logs.logger("test-producer"))
+        let invalid = #"{"type":"ring","callId":"\#(CallID.make())","app":"\#(state.app)","device":{"token":"\#(invalidToken)","environment":"sandbox"},"caller":{"handle":"d"},"requestedAt":"2026-01-01T00:00:00Z","ringDeadline":"2099-01-01T00:00:00Z"}"#
+        _ = try await producer.send(KafkaProducerRecord(topic: Topics.requests, key: Array("k".utf8), value: Array(invalid.utf8)))
+        await producer.shutdown()
+
+        // The good call is sent; its device acks with the token from its VoIP payload.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while stack.simulator.pushes().filter({ $0.deviceToken == good }).isEmpty && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let push = try #require(stack.simulator.pushes().first { $0.deviceToken == good })
+        let payload = try VoIPPayload.decode(Data(push.payload.utf8))
+        let ack = #"{"deviceKey":"\#(payload.deviceKey)","ackToken":"\#(payload.ackToken)","outcome":"suppressed","error":{"code":"filteredByDoNotDisturb","domain":"com.apple.CallKit.error.incomingcall"}}"#
+        let acked = try await http.send(.POST, "/v1/calls/\(payload.callId)/ack", headers: [("Content-Type", "application/json")], body: Array(ack.utf8))
+        #expect(acked.status == 202)
+        let forged = ack.replacingOccurrences(of: payload.ackToken, with: String(payload.ackToken.reversed()))
+        let refusedAck = try await http.send(.POST, "/v1/calls/\(payload.callId)/ack", headers: [("Content-Type", "application/json")], body: Array(forged.utf8))
+        #expect(refusedAck.status == 403 || refusedAck.status == 401)
+        try await Task.sleep(for: .seconds(1))
+
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+
+        let text = logs.text.lowercased()
+        #expect(logs.count > 100, "the run logged (at trace level): \(logs.count) records")
+        for (what, secret) in [("device token", good), ("dead device token", dead), ("refused token", badToken),
+                               ("invalid event's token", invalidToken), ("API key", state.apiKey), ("wrong API key", wrongKey),
+                               ("ack token", payload.ackToken)] {
+            #expect(!text.contains(secret.lowercased()), "the logs contain the \(what)")
+        }
+        #expect(text.range(of: #"eyj[a-z0-9_-]{10,}\.eyj"#, options: .regularExpression) == nil, "the logs contain a JWT")
+        #expect(!text.contains("private key"), "the logs contain key material")
+        #expect(!text.contains(String(repeating: "a1", count: 8)), "not even a long prefix of a token")
+    }
+}
