@@ -2,6 +2,7 @@ import CallContract
 import Foundation
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
 
 extension DispatchAPI {
     enum StreamItem: Sendable {
@@ -40,17 +41,22 @@ extension DispatchAPI {
                     try await Task.sleep(for: limit)
                     continuation.yield(.limit)
                 }
-                loop: for await item in items {
-                    switch item {
-                    case .event(.status(let status)): try await writer.write(Self.sse(status))
-                    case .event(.complete):
-                        try await writer.write(Self.sseEnd(complete: true))
-                        break loop
-                    case .keepalive: try await writer.write(ByteBuffer(string: ": keepalive\n\n"))
-                    case .limit:
-                        try await writer.write(Self.sseEnd(complete: false))
-                        break loop
+                // A server shutting down ends open streams (`complete: false`) instead of waiting for them.
+                try await withGracefulShutdownHandler {
+                    loop: for await item in items {
+                        switch item {
+                        case .event(.status(let status)): try await writer.write(Self.sse(status))
+                        case .event(.complete):
+                            try await writer.write(Self.sseEnd(complete: true))
+                            break loop
+                        case .keepalive: try await writer.write(ByteBuffer(string: ": keepalive\n\n"))
+                        case .limit:
+                            try await writer.write(Self.sseEnd(complete: false))
+                            break loop
+                        }
                     }
+                } onGracefulShutdown: {
+                    continuation.yield(.limit)
                 }
                 continuation.finish()
                 group.cancelAll()

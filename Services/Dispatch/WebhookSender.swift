@@ -32,14 +32,16 @@ public final class WebhookSender: Service {
         if case .dropped = continuation.yield(status) { metrics?.webhook("dropped") }
     }
 
+    /// Delivers until graceful shutdown; statuses still queued then are dropped (counted), so
+    /// shutdown is not held up by an unreachable endpoint.
     public func run() async throws {
-        await withGracefulShutdownHandler {
+        try? await cancelWhenGracefulShutdown { [self] in
             for await status in stream {
+                guard !Task.isCancelled else { break }
                 await deliver(status)
             }
-        } onGracefulShutdown: { [continuation] in
-            continuation.finish()
         }
+        continuation.finish()
     }
 
     private func deliver(_ status: CallStatus) async {
@@ -57,6 +59,7 @@ public final class WebhookSender: Service {
                 metrics?.webhook("delivered")
                 return
             }
+            if Task.isCancelled { break }
             if attempt < configuration.maxAttempts {
                 metrics?.webhook("retried")
                 try? await Task.sleep(for: delay)

@@ -75,6 +75,7 @@ struct APIHarness {
     let api: DispatchAPI
     let publisher: RecordingPublisher
     let port: Int
+    let group: ServiceGroup
 
     static func with(_ configuration: DispatchConfiguration = testConfiguration(),
                      _ body: (APIHarness) async throws -> Void) async throws {
@@ -92,7 +93,7 @@ struct APIHarness {
         let running = Task { try await group.run() }
         var iterator = portStream.makeAsyncIterator()
         let port = await iterator.next() ?? 0
-        let harness = APIHarness(api: api, publisher: publisher, port: port)
+        let harness = APIHarness(api: api, publisher: publisher, port: port, group: group)
         do {
             try await body(harness)
         } catch {

@@ -175,4 +175,19 @@ import Testing
             #expect(status.worker == "dispatch-test")
         }
     }
+
+    @Test func openEventStreamEndsIncompleteWhenTheServerShutsDown() async throws {
+        var configuration = testConfiguration()
+        configuration.eventStreamLimit = .seconds(60)
+        try await APIHarness.with(configuration) { h in
+            let callId = CallID.make()
+            #expect(try await h.post("/v1/calls", json(ringBody(callId: callId))).status == 202)
+            let stream = Task { try await h.get("/v1/calls/\(callId)/events") }
+            try await Task.sleep(for: .milliseconds(500))
+            await h.group.triggerGracefulShutdown()
+            let answer = try await stream.value
+            #expect(answer.status == 200)
+            #expect(EndToEndTests.sseEvents(answer.text).last?.data == "{\"complete\":false}", "\(answer.text)")
+        }
+    }
 }
