@@ -18,6 +18,9 @@ struct APNsBenchmark: AsyncParsableCommand {
     @Option(help: "Pushes in flight at once.") var concurrency = 500
     @Option(parsing: .upToNextOption, help: "Connection counts to measure our client at.") var connections: [Int] = [1, 2, 4]
     @Flag(help: "Only measure our client (skip h2load, aioapns, nghttpd).") var skipPeers = false
+    @Option(help: "Instead of the benchmark: send this many pushes at once (per connection count) and print the outcomes.")
+    var burst: Int?
+    @Option(help: "Deadline of each push in milliseconds.") var requestTimeoutMs = 30_000
 
     static let teamID = "BENCHTEAM1"
     static let keyID = "BENCHKEY01"
@@ -39,6 +42,15 @@ struct APNsBenchmark: AsyncParsableCommand {
 
         var rows: [BenchmarkRow] = []
         await simulator.stop()
+        if let burst {
+            for count in connections {
+                let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+                try await simulator.start()
+                try await measureBurst(burst, connections: count, simulator: simulator, key: key, logger: logger)
+                await simulator.stop()
+            }
+            return
+        }
         for count in connections {
             // A fresh simulator per client: a new client signs a new JWT for the same key, which a simulator that
             // already accepted one (like APNs) rejects for 20 minutes with TooManyProviderTokenUpdates.
@@ -67,23 +79,63 @@ struct APNsBenchmark: AsyncParsableCommand {
             print(String(format: "ours best (%d connections)/h2load (1 connection): %.2f", oursBest.connections, oursBest.rate / h2loadSim1.rate))
         }
         if let h2loadSim1, let h2loadNghttpd1 {
-            print(String(format: "simulator-h2load/nghttpd-h2load: %.2f (target >= 0.5)", h2loadSim1.rate / h2loadNghttpd1.rate))
+            print(String(format: "simulator/nghttpd under h2load (1 connection): %.2f (target >= 0.5)", h2loadSim1.rate / h2loadNghttpd1.rate))
+        }
+        let h2loadSim4 = rows.first { $0.name == "h2load -> simulator" && $0.connections == 4 }
+        let h2loadNghttpd4 = rows.first { $0.name == "h2load -> nghttpd" && $0.connections == 4 }
+        if let h2loadSim4, let h2loadNghttpd4 {
+            print(String(format: "simulator/nghttpd under h2load (4 connections): %.2f (target >= 0.5)", h2loadSim4.rate / h2loadNghttpd4.rate))
+        }
+        let ours4 = rows.first { $0.name == "callpush client" && $0.connections == 4 }
+        if let ours4, let h2loadSim4 {
+            print(String(format: "ours/h2load (4 connections): %.2f (target >= 0.5)", ours4.rate / h2loadSim4.rate))
+        }
+        if let aioapns = rows.first(where: { $0.name == "aioapns -> simulator" }), let ours1 {
+            print(String(format: "ours (1 connection)/aioapns: %.1f", ours1.rate / aioapns.rate))
         }
     }
 
-    private func measureClient(connections: Int, simulator: APNsSimulator, key: P256.Signing.PrivateKey, logger: Logger) async throws -> BenchmarkRow {
-        var configuration = APNSClientConfiguration()
-        configuration.sandboxEndpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
-        configuration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
-        configuration.trustOnlyAdditionalCAs = true
+    /// One burst of `count` concurrent pushes through one client: outcome codes, connections, latency.
+    private func measureBurst(_ count: Int, connections: Int, simulator: APNsSimulator, key: P256.Signing.PrivateKey, logger: Logger) async throws {
+        let client = try makeClient(connections: connections, simulator: simulator, key: key, logger: logger)
+        let push = APNSVoIPPush(app: "bench", deviceToken: Self.deviceToken, environment: .sandbox, payload: ByteBuffer(string: Self.payload))
+        _ = await client.send(push)  // connections up
+        let start = ContinuousClock.now
+        let outcomes = await withTaskGroup(of: APNSOutcome.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    var push = push
+                    push.apnsID = UUID()
+                    return await client.send(push)
+                }
+            }
+            return await group.reduce(into: [APNSOutcome]()) { $0.append($1) }
+        }
+        let elapsed = ContinuousClock.now - start
+        await client.shutdown()
+        let codes = Dictionary(grouping: outcomes, by: \.code).mapValues(\.count).sorted { $0.key < $1.key }
+        let latencies = outcomes.map(\.latency.milliseconds).sorted()
+        let stats = simulator.stats()
+        print(String(format: "burst %d, %d connections, deadline %d ms: %.2f s, p50 %.0f ms, max %.0f ms", count, connections,
+                     requestTimeoutMs, elapsed.seconds, latencies.isEmpty ? 0 : latencies[latencies.count / 2], latencies.last ?? 0))
+        print("  outcomes: \(codes.map { "\($0.key)=\($0.value)" }.joined(separator: " ")); retried: \(outcomes.filter { $0.attempts > 1 }.count)")
+        print("  simulator: accepted \(stats.accepted), connections opened \(stats.connectionsOpened), GOAWAYs \(stats.goAwaysSent)")
+    }
+
+    private func makeClient(connections: Int, simulator: APNsSimulator, key: P256.Signing.PrivateKey, logger: Logger) throws -> APNSClient {
+        var configuration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         configuration.connectionsPerPool = connections
-        configuration.maxQueuedRequestsPerPool = concurrency * 2
-        configuration.requestTimeout = .seconds(30)
+        configuration.maxQueuedRequestsPerPool = max(concurrency, burst ?? 0) * 2
+        configuration.requestTimeout = .milliseconds(requestTimeoutMs)
         let signingKey = try APNSSigningKey(privateKey: key, keyID: Self.keyID, teamID: Self.teamID)
-        let client = try APNSClient(
+        return try APNSClient(
             configuration: configuration,
             apps: ["bench": APNSApp(bundleID: Self.bundleID, credentials: .token(signingKey))],
             logger: logger)
+    }
+
+    private func measureClient(connections: Int, simulator: APNsSimulator, key: P256.Signing.PrivateKey, logger: Logger) async throws -> BenchmarkRow {
+        let client = try makeClient(connections: connections, simulator: simulator, key: key, logger: logger)
         let payload = ByteBuffer(string: Self.payload)
         let push = APNSVoIPPush(app: "bench", deviceToken: Self.deviceToken, environment: .sandbox, payload: payload)
 

@@ -224,6 +224,9 @@ public final class APNSClient: Service, Sendable {
         await shutdown()
     }
 
+    /// Connections started by all pools since creation (tests: reconnect backoff).
+    var connectAttempts: Int { pools.reduce(0) { $0 + $1.connectAttempts } }
+
     // MARK: - Internals
 
     private func beginPush() -> Bool {

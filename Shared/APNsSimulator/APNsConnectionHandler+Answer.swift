@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOHPACK
 
 /// The simulator's answer to one request.
@@ -19,8 +20,7 @@ enum PushDecision {
 
 extension APNsConnectionHandler {
     /// Runs every check and fault in order and records accepted pushes.
-    func decide(headers: HPACKHeaders, body: [UInt8], bodyLength: Int, streamID: Int) -> PushDecision {
-        let faults = core.faults
+    func decide(headers: HPACKHeaders, body: ByteBuffer?, bodyLength: Int, streamID: Int, faults: APNsSimulatorFaults) -> PushDecision {
         if faults.noResponse {
             core.count { $0.unanswered += 1 }
             return .noResponse
@@ -57,7 +57,7 @@ extension APNsConnectionHandler {
         }
         let push: ValidatedPush
         switch RequestValidator.validate(
-            head, routed: routed, topicRequired: isToken, body: Data(body), bodyLength: bodyLength
+            head, routed: routed, topicRequired: isToken, body: body, bodyLength: bodyLength
         ) {
         case .failure(let reason): return reject(reason)
         case .success(let value): push = value

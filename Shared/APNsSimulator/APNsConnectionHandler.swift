@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
@@ -8,9 +9,11 @@ import NIOSSL
 import Glibc
 #endif
 
-/// One client connection: counts streams for the GOAWAY / drop faults, authenticates requests (caching the
-/// verified provider token) and announces SETTINGS. Lives in the connection pipeline after the HTTP/2
-/// handler; every method runs on the connection's event loop.
+/// One client connection, handled at the HTTP/2 frame level (no child channel per stream): collects each
+/// stream's request, answers it, counts streams for the GOAWAY / drop faults, authenticates requests (caching
+/// the verified provider token), keeps the inbound flow-control windows open and announces SETTINGS.
+/// Lives in the connection pipeline right after the HTTP/2 handler; every method runs on the connection's
+/// event loop.
 final class APNsConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -29,11 +32,30 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case unauthenticated
     }
 
+    /// One open stream: its request while it arrives, then whether its answer is pending.
+    struct StreamState {
+        /// The faults in force when the stream opened (they apply from the next stream).
+        var faults: APNsSimulatorFaults
+        var headers: HPACKHeaders?
+        var body: ByteBuffer?
+        var bodyLength = 0
+        var requestComplete = false
+    }
+
+    /// Connection-level inbound window the simulator keeps open (WINDOW_UPDATE when half is used).
+    static let connectionWindow = 1 << 24
+    /// Per-stream inbound window, announced in SETTINGS.
+    static let streamWindow = 1 << 20
+
     let id: Int
     let core: SimulatorCore
-    private var context: ChannelHandlerContext?
+    var context: ChannelHandlerContext?
+    var streams: [HTTP2StreamID: StreamState] = [:]
+    var needsFlush = false
+    var inReadLoop = false
+    /// Highest stream id the client opened (processed or refused): a HEADERS above it opens a stream.
+    var lastOpenedStreamID = HTTP2StreamID(0)
     private var streamsReceived = 0
-    private var openStreams = 0
     private var highestStreamID = HTTP2StreamID(0)
     private var goAwayLastStreamID: HTTP2StreamID?
     private var dropped = false
@@ -60,19 +82,22 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        streams.removeAll()
         core.state.withLock { $0.closeConnection(id) }
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // TLS and HTTP/2 protocol errors end the connection; nothing to answer.
+        // A stream error (e.g. a stream opened after our GOAWAY) only concerns that stream: NIO has already
+        // reset it. TLS and connection-level HTTP/2 errors end the connection; nothing to answer.
+        if error is NIOHTTP2Errors.StreamError { return }
         core.logger.debug("connection error", metadata: ["apns.connection": "\(id)", "error": "\(error)"])
         context.close(promise: nil)
     }
 
-    // MARK: Streams
+    // MARK: Admission
 
-    /// Called by the stream initializer for every stream the client opens.
+    /// Decides the fate of every stream the client opens (fault counters, GOAWAY, drop).
     func streamOpened(_ streamID: HTTP2StreamID, faults: APNsSimulatorFaults) -> StreamAdmission {
         if dropped { return .refuse }
         if let last = goAwayLastStreamID, streamID > last { return .refuse }
@@ -82,17 +107,18 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             drop()
             return .connectionDropped
         }
-        openStreams += 1
+        streams[streamID] = StreamState(faults: faults)
         if let limit = faults.goAwayAfterStreams, streamsReceived >= limit, goAwayLastStreamID == nil {
             sendGoAway(lastStreamID: streamID, reason: faults.goAwayReason)
         }
         return .process
     }
 
-    /// Called when a processed stream's channel closed.
-    func streamClosed() {
-        openStreams -= 1
-        if goAwayLastStreamID != nil, openStreams <= 0, let context {
+    /// A stream ended (answered, reset by the client, or the connection closed): after a GOAWAY, the
+    /// connection closes once its last admitted stream is done.
+    func streamClosed(_ streamID: HTTP2StreamID) {
+        guard streams.removeValue(forKey: streamID) != nil else { return }
+        if goAwayLastStreamID != nil, streams.isEmpty, let context {
             // Let the last response leave before closing.
             context.eventLoop.assumeIsolated().execute {
                 context.close(promise: nil)
@@ -111,7 +137,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug))
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         core.count { $0.goAwaysSent += 1 }
-        if openStreams <= 0 {
+        if streams.isEmpty {
             context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
         }
     }
@@ -161,26 +187,32 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             return .failure(.missingProviderToken)
         }
         let token: ProviderToken
+        let alreadyAccepted: Bool
         if authorization == cachedAuthorization, let cachedToken {
+            // The same bytes as the last token this connection accepted: no signature check, no shared state
+            // (reusing an accepted token is always fine); only its age is checked again.
             token = cachedToken
+            alreadyAccepted = true
         } else {
             switch ProviderToken.verify(authorization: authorization[...], keys: core.keys) {
             case .failure(let reason):
                 return .failure(reason)
             case .success(let verified):
                 token = verified
-                cachedAuthorization = authorization
-                cachedToken = verified
+                alreadyAccepted = false
             }
         }
         let age = now.timeIntervalSince1970 - Double(token.issuedAt)
         if age > 3600 { return .failure(.expiredProviderToken) }
         if age < -300 { return .failure(.invalidProviderToken) }
+        if alreadyAccepted { return .success(.token(keyID: token.keyID)) }
         if let firstKeyID, firstKeyID != token.keyID { return .failure(.unrelatedKeyIdInToken) }
         if let refusal = core.state.withLock({ $0.checkTokenUpdate(token, now: now) }) {
             return .failure(refusal)
         }
         firstKeyID = token.keyID
+        cachedAuthorization = authorization
+        cachedToken = token
         return .success(.token(keyID: token.keyID))
     }
 

@@ -26,6 +26,9 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
     public var maxConcurrentStreams: Int? = nil
     /// Accept every stream and never answer it (for client timeout tests).
     public var noResponse: Bool = false
+    /// Stop reading from every connection (open ones and new ones): nothing is answered, not even PINGs,
+    /// like a hung server or a black-holed path. Clients must notice through their PING health checks.
+    public var unresponsive: Bool = false
 
     /// Creates an empty fault set (no fault).
     public init(
@@ -36,7 +39,8 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         goAwayReason: String = "Shutdown",
         dropConnectionAfterStreams: Int? = nil,
         maxConcurrentStreams: Int? = nil,
-        noResponse: Bool = false
+        noResponse: Bool = false,
+        unresponsive: Bool = false
     ) {
         self.tokenOutcomes = tokenOutcomes
         self.latency = latency
@@ -46,11 +50,12 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         self.dropConnectionAfterStreams = dropConnectionAfterStreams
         self.maxConcurrentStreams = maxConcurrentStreams
         self.noResponse = noResponse
+        self.unresponsive = unresponsive
     }
 
     enum CodingKeys: String, CodingKey {
         case tokenOutcomes, latency, errorRate, goAwayAfterStreams, goAwayReason
-        case dropConnectionAfterStreams, maxConcurrentStreams, noResponse
+        case dropConnectionAfterStreams, maxConcurrentStreams, noResponse, unresponsive
     }
 
     /// Decodes faults from JSON; every key is optional.
@@ -64,6 +69,7 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         self.dropConnectionAfterStreams = try c.decodeIfPresent(Int.self, forKey: .dropConnectionAfterStreams)
         self.maxConcurrentStreams = try c.decodeIfPresent(Int.self, forKey: .maxConcurrentStreams)
         self.noResponse = try c.decodeIfPresent(Bool.self, forKey: .noResponse) ?? false
+        self.unresponsive = try c.decodeIfPresent(Bool.self, forKey: .unresponsive) ?? false
     }
 
     /// Checks the values are usable; throws an ``APNsSimulatorError`` naming the bad field.

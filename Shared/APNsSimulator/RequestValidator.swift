@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOHPACK
 
 /// The request line and headers of one push, split into what the validator needs.
@@ -14,7 +15,7 @@ struct PushRequestHead: Sendable {
             case ":method": method = value
             case ":path": path = value
             case _ where name.hasPrefix(":"): break
-            default: fields.append((name.lowercased(), value))
+            default: fields.append((name, value))  // HTTP/2 header names are lowercase (NIO rejects others)
             }
         }
     }
@@ -66,9 +67,12 @@ enum RequestValidator {
         let token = rest.dropFirst()
         guard !token.isEmpty else { return .failure(.missingDeviceToken) }
         guard DeviceToken.isValid(token) else { return .failure(.badDeviceToken) }
-        var seen = Set<String>()
-        for field in head.fields where !seen.insert(field.name).inserted {
-            return .failure(.duplicateHeaders)
+        // A handful of headers: pairwise comparison is cheaper than hashing them into a set.
+        let fields = head.fields
+        for i in fields.indices {
+            for j in fields.indices where j > i && fields[i].name == fields[j].name {
+                return .failure(.duplicateHeaders)
+            }
         }
         return .success(RoutedPush(deviceToken: token.lowercased()))
     }
@@ -78,7 +82,7 @@ enum RequestValidator {
         _ head: PushRequestHead,
         routed: RoutedPush,
         topicRequired: Bool,
-        body: Data,
+        body: ByteBuffer?,
         bodyLength: Int
     ) -> Result<ValidatedPush, APNsReason> {
         let topic = head.value("apns-topic")
@@ -95,7 +99,7 @@ enum RequestValidator {
                 return .failure(.invalidPushType)
             }
         }
-        if let priority = head.value("apns-priority"), !["10", "5", "1"].contains(priority) {
+        if let priority = head.value("apns-priority"), priority != "10", priority != "5", priority != "1" {
             return .failure(.badPriority)
         }
         if let expiration = head.value("apns-expiration"),
@@ -109,9 +113,9 @@ enum RequestValidator {
         let limit = pushType == "voip" ? voipPayloadLimit : payloadLimit
         if bodyLength > limit { return .failure(.payloadTooLarge) }
         // APNs documents no reason for malformed JSON; PayloadEmpty ("no usable payload") is the closest.
-        guard let payload = String(bytes: body, encoding: .utf8),
-            (try? JSONSerialization.jsonObject(with: body)) is [String: Any]
-        else { return .failure(.payloadEmpty) }
+        guard let body, let payload = body.withUnsafeReadableBytes({ bytes -> String? in
+            JSONSyntax.isObject(bytes) ? String(validating: bytes, as: UTF8.self) : nil
+        }) else { return .failure(.payloadEmpty) }
 
         var record: [String: String] = [:]
         for field in head.fields where field.name.hasPrefix("apns-") || field.name == "content-type" {
@@ -122,9 +126,8 @@ enum RequestValidator {
 
     /// 8-4-4-4-12 hex digits.
     static func isUUID(_ text: String) -> Bool {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 36 else { return false }
-        for (index, byte) in utf8.enumerated() {
+        guard text.utf8.count == 36 else { return false }
+        for (index, byte) in text.utf8.enumerated() {
             if index == 8 || index == 13 || index == 18 || index == 23 {
                 if byte != UInt8(ascii: "-") { return false }
             } else if !((byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)) {

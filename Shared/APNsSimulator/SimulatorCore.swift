@@ -43,15 +43,23 @@ final class SimulatorCore: Sendable {
         faults.maxConcurrentStreams ?? baseMaxConcurrentStreams
     }
 
-    /// Replaces the faults and tells open connections about a changed stream limit.
+    /// Replaces the faults and tells open connections about a changed stream limit or responsiveness.
     func setFaults(_ faults: APNsSimulatorFaults) {
         let normalized = faults.normalized
-        let (changed, handles) = state.withLock { state in
-            let changed = state.faults.maxConcurrentStreams != normalized.maxConcurrentStreams
+        let (limitChanged, responsivenessChanged, handles) = state.withLock { state in
+            let limitChanged = state.faults.maxConcurrentStreams != normalized.maxConcurrentStreams
+            let responsivenessChanged = state.faults.unresponsive != normalized.unresponsive
             state.faults = normalized
-            return (changed, Array(state.connections.values))
+            return (limitChanged, responsivenessChanged, Array(state.connections.values))
         }
-        guard changed else { return }
+        if responsivenessChanged {
+            for handle in handles {
+                handle.channel.setOption(ChannelOptions.autoRead, value: !normalized.unresponsive).whenComplete { _ in
+                    if !normalized.unresponsive { handle.channel.read() }
+                }
+            }
+        }
+        guard limitChanged else { return }
         let limit = maxConcurrentStreams(normalized)
         for handle in handles {
             handle.channel.eventLoop.execute {

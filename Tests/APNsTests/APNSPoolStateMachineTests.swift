@@ -44,7 +44,8 @@ import Testing
         if case .failure(let error)? = actions.resume.first?.1 { #expect(error.code == .queueFull) } else { Issue.record("queue-full expected") }
         let timedOut = machine.waiterTimedOut(id: 1)
         #expect(timedOut?.0 == 1)
-        #expect(timedOut?.1.code == .timeout)
+        #expect(timedOut?.1.code == .queueTimeout)
+        #expect(timedOut?.1.wasNotSent == true)
         #expect(machine.waiterTimedOut(id: 1) == nil)  // exactly once
     }
 

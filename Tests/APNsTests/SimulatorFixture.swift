@@ -43,11 +43,8 @@ struct SimulatorFixture: Sendable {
         let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
         try await simulator.start()
         do {
-            var configuration = APNSClientConfiguration()
-            configuration.sandboxEndpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
+            var configuration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
             configuration.productionEndpoint = APNSEndpoint(host: "localhost", port: simulator.port)
-            configuration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
-            configuration.trustOnlyAdditionalCAs = true
             // Generous: tests run in parallel in debug builds on small shared machines; deadline tests set their own.
             configuration.requestTimeout = .seconds(30)
             configureClient(&configuration)

@@ -10,6 +10,12 @@ protocol APNSConnectionDelegate: AnyObject, Sendable {
     func connectionClosed(id: Int, error: APNSError?)
 }
 
+/// What the streams of one connection need to know about a GOAWAY. Confined to the connection's event loop.
+final class APNSGoAwayState {
+    /// The lowest last-stream-id of the GOAWAYs received: streams above it were not processed.
+    var lastStreamID: HTTP2StreamID?
+}
+
 /// Connection-level HTTP/2 handling (stream 0): learns the server's SETTINGS_MAX_CONCURRENT_STREAMS,
 /// signals readiness after the first SETTINGS, checks ALPN, watches GOAWAY and keeps the connection
 /// healthy with PINGs when idle (no PONG in time → close, the pool replaces it).
@@ -20,10 +26,12 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     struct Ready: Sendable {
         let maxStreams: Int
         let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+        let goAway: NIOLoopBound<APNSGoAwayState>
     }
 
     private let id: Int
     private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+    private let goAway: APNSGoAwayState
     private let maxStreamsCap: Int
     private let pingInterval: TimeAmount
     private let pingTimeout: TimeAmount
@@ -37,11 +45,12 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private var closed = false
 
     init(
-        id: Int, multiplexer: NIOHTTP2Handler.StreamMultiplexer, maxStreamsCap: Int, pingInterval: TimeAmount, pingTimeout: TimeAmount,
-        delegate: any APNSConnectionDelegate, ready: EventLoopPromise<Ready>
+        id: Int, multiplexer: NIOHTTP2Handler.StreamMultiplexer, goAway: APNSGoAwayState, maxStreamsCap: Int,
+        pingInterval: TimeAmount, pingTimeout: TimeAmount, delegate: any APNSConnectionDelegate, ready: EventLoopPromise<Ready>
     ) {
         self.id = id
         self.multiplexer = multiplexer
+        self.goAway = goAway
         self.maxStreamsCap = maxStreamsCap
         self.pingInterval = pingInterval
         self.pingTimeout = pingTimeout
@@ -72,7 +81,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 self.ready = nil
                 let value = newMax ?? maxStreamsCap  // absent = unlimited
                 maxStreams = value
-                ready.succeed(Ready(maxStreams: value, multiplexer: multiplexer))
+                ready.succeed(Ready(maxStreams: value, multiplexer: multiplexer, goAway: NIOLoopBound(goAway, eventLoop: context.eventLoop)))
             } else if let newMax, newMax != maxStreams {
                 maxStreams = newMax
                 delegate?.connectionMaxStreamsChanged(id: id, maxStreams: newMax)
@@ -81,6 +90,9 @@ final class APNSConnectionHandler: ChannelInboundHandler {
             pongTimeoutTask?.cancel()
             pongTimeoutTask = nil
         case .goAway(let lastStreamID, let errorCode, let opaqueData):
+            // Recorded before NIO closes the streams above lastStreamID (it delivers those events after this
+            // frame), so their handlers can tell "refused, safe to retry" from "lost".
+            goAway.lastStreamID = min(goAway.lastStreamID ?? lastStreamID, lastStreamID)
             let reason = opaqueData.flatMap { Self.reason(fromDebugData: $0) }
             delegate?.connectionGoAway(id: id, lastStreamID: lastStreamID, errorCode: errorCode, reason: reason)
         default:

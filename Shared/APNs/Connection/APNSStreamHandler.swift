@@ -36,6 +36,8 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let headers: HPACKHeaders
     private let body: ByteBuffer
     private let deadline: NIODeadline
+    private let goAway: APNSGoAwayState
+    private var streamID: HTTP2StreamID?
     private var promise: EventLoopPromise<APNSStreamResult>?
     private var timeoutTask: Scheduled<Void>?
     private var started = false
@@ -45,10 +47,14 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var uniqueID: String?
     private var responseBody: ByteBuffer?
 
-    init(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<APNSStreamResult>) {
+    init(
+        headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, goAway: APNSGoAwayState,
+        promise: EventLoopPromise<APNSStreamResult>
+    ) {
         self.headers = headers
         self.body = body
         self.deadline = deadline
+        self.goAway = goAway
         self.promise = promise
     }
 
@@ -75,6 +81,8 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: headersPromise)
         context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: nil)
+        // The id is assigned when the headers leave the stream channel (on flush).
+        streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -111,7 +119,7 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
             switch closed.reason {
             case .refusedStream?: finish(.failed(.refused))
             // NIOHTTP2 closes open streams with CANCEL when the connection goes away.
-            case .cancel?: finish(.failed(headersWritten ? .connectionLost : .notSent))
+            case .cancel?: finish(.failed(cancelled))
             case let code?: finish(.failed(.reset(code)))
             case nil: finishWithResponse()
             }
@@ -123,24 +131,32 @@ final class APNSStreamHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let closed = error as? NIOHTTP2Errors.StreamClosed {
             switch closed.errorCode {
             case .refusedStream: finish(.failed(.refused))
-            case .cancel: finish(.failed(headersWritten ? .connectionLost : .notSent))
+            case .cancel: finish(.failed(cancelled))
             default: finish(.failed(.reset(closed.errorCode)))
             }
         } else if error is NIOHTTP2Errors.CreatedStreamAfterGoaway {
             finish(.failed(.refused))
         } else {
-            finish(.failed(headersWritten ? .connectionLost : .notSent))
+            finish(.failed(cancelled))
         }
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        finish(.failed(headersWritten ? .connectionLost : .notSent))
+        finish(.failed(cancelled))
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        finish(.failed(headersWritten ? .connectionLost : .notSent))
+        finish(.failed(cancelled))
+    }
+
+    /// Why a stream closed with CANCEL ended: NIO uses CANCEL for every stream still open when the connection
+    /// goes away, and for those above a GOAWAY's last-stream-id (never processed: refused, safe to retry).
+    private var cancelled: APNSStreamFailure {
+        if streamID == nil, !headersWritten { return .notSent }
+        if let streamID, let last = goAway.lastStreamID, streamID > last { return .refused }
+        return headersWritten ? .connectionLost : .notSent
     }
 
     private func finishWithResponse() {

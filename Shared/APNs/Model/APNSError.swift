@@ -18,6 +18,9 @@ public struct APNSError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unknownApp = Code(rawValue: "unknown-app")
         /// No response before the request's deadline (queueing, connecting and waiting included).
         public static let timeout = Code(rawValue: "timeout")
+        /// The push waited for a free HTTP/2 stream until its deadline passed: it was never written, so it
+        /// certainly did not reach APNs (safe to retry, no duplicate risk).
+        public static let queueTimeout = Code(rawValue: "queue-timeout")
         /// The connection closed after the request was sent and before its response: it may have been delivered.
         public static let connectionLost = Code(rawValue: "connection-lost")
         /// The server refused the stream (REFUSED_STREAM or above GOAWAY's last stream id) and the
@@ -52,8 +55,8 @@ public struct APNSError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Whether the same push may succeed when tried again later.
     public var isRetryable: Bool {
         switch code {
-        case .timeout, .connectionLost, .refusedStream, .streamReset, .tlsFailure, .connectFailed, .queueFull,
-            .protocolError:
+        case .timeout, .queueTimeout, .connectionLost, .refusedStream, .streamReset, .tlsFailure, .connectFailed,
+            .queueFull, .protocolError:
             true
         default:
             false

@@ -107,6 +107,9 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
     /// Current number of connections (any state), for tests and metrics.
     var connectionCount: Int { state.withLock { $0.entries.count } }
 
+    /// Connections started since creation (each failed connect followed by a retry counts).
+    var connectAttempts: Int { state.withLock { $0.connectAttempts } }
+
     // MARK: - Connection events
 
     func connectionMaxStreamsChanged(id: Int, maxStreams: Int) {

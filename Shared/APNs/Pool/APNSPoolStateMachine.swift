@@ -46,6 +46,8 @@ struct APNSPoolStateMachine<Connection, Waiter> {
     private var backoffUntil: NIODeadline?
     private var lastConnectError: APNSError?
     private(set) var isShutdown = false
+    /// Connections started since creation (for tests and metrics).
+    private(set) var connectAttempts = 0
 
     init(targetConnections: Int, maxQueued: Int) {
         self.targetConnections = targetConnections
@@ -83,10 +85,11 @@ struct APNSPoolStateMachine<Connection, Waiter> {
         }
     }
 
-    /// A waiter's deadline passed: it fails with the last connect error if any, else with a timeout.
+    /// A waiter's deadline passed: it fails with the last connect error if any, else with `queue-timeout`
+    /// (never written, so certainly not delivered).
     mutating func waiterTimedOut(id: Int) -> (Waiter, APNSError)? {
         guard let waiter = waiters.removeValue(forKey: id) else { return nil }
-        let error = lastConnectError ?? APNSError(.timeout, "no HTTP/2 stream became free before the deadline")
+        let error = lastConnectError ?? APNSError(.queueTimeout, "no HTTP/2 stream became free before the deadline; the push was not sent")
         return (waiter, error)
     }
 
@@ -188,6 +191,7 @@ struct APNSPoolStateMachine<Connection, Waiter> {
             nextConnectionID += 1
             entries.append(Entry(id: id, connection: nil, state: .connecting, maxStreams: 0, inUse: 0))
             actions.connect.append(id)
+            connectAttempts += 1
             live += 1
         }
     }

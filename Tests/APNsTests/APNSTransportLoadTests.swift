@@ -1,0 +1,107 @@
+import APNsSimulator
+import Foundation
+import NIOCore
+import Testing
+
+@testable import APNs
+
+extension APNsIntegration {
+    /// The transport under load without faults: what push-worker relies on to ring each phone exactly once.
+    @Suite struct APNSTransportLoadTests {
+        /// Sends `count` pushes at once through one client and returns their outcomes.
+        static func sendAtOnce(_ fixture: SimulatorFixture, count: Int, timeout: Duration? = nil) async -> [APNSOutcome] {
+            await withTaskGroup(of: APNSOutcome.self) { group in
+                for n in 0..<count {
+                    group.addTask { await fixture.client.send(fixture.push(token: n, timeout: timeout)) }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+
+        static func summary(_ outcomes: [APNSOutcome]) -> [String: Int] {
+            Dictionary(grouping: outcomes, by: \.code).mapValues(\.count)
+        }
+
+        @Test func twoThousandConcurrentPushesThroughOneClientAreAllSentOnce() async throws {
+            try await SimulatorFixture.run { fixture in
+                let outcomes = await Self.sendAtOnce(fixture, count: 2_000)
+                #expect(outcomes.count == 2_000)
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Self.summary(outcomes))")
+                // Nothing needed a transparent retry, no connection was lost or replaced.
+                #expect(outcomes.allSatisfy { $0.attempts == 1 })
+                let stats = fixture.simulator.stats()
+                #expect(stats.connectionsOpened == 2)
+                #expect(stats.accepted == 2_000)
+                #expect(Set(fixture.simulator.pushes().map(\.deviceToken)).count == 2_000)
+            }
+        }
+
+        @Test func manyCancelledStreamsDoNotTakeTheConnectionDown() async throws {
+            // 300 pushes time out (more than NIO's default limit of 200 RST_STREAMs per 30 s that once made the
+            // server close the connection): the client cancels each stream; the connection must survive.
+            try await SimulatorFixture.run(
+                simulator: { $0.faults.latency = .fixed(milliseconds: 600) },
+                client: { $0.connectionsPerPool = 1 }
+            ) { fixture in
+                let warm = await fixture.client.send(fixture.push(token: 9_999))
+                #expect(warm.isSent)
+                let timedOut = await Self.sendAtOnce(fixture, count: 300, timeout: .milliseconds(200))
+                #expect(timedOut.allSatisfy { $0.error?.code == .timeout }, "\(Self.summary(timedOut))")
+                fixture.simulator.setFaults(.init())
+                let after = await Self.sendAtOnce(fixture, count: 300)
+                #expect(after.allSatisfy { $0.isSent }, "\(Self.summary(after))")
+                #expect(fixture.simulator.stats().connectionsOpened == 1)
+            }
+        }
+
+        @Test func streamsRefusedByAGoAwayAreRetriedWithoutLosingTheConnection() async throws {
+            // GOAWAY after 100 streams while ~1000 are in flight: the hundreds above the last stream id are
+            // refused (stream errors on the server). Every push must still be sent exactly once, none lost.
+            // Generous deadline: ten reconnects (TLS handshakes) in a debug build on a busy machine take a while,
+            // and this test is about losses, not speed.
+            try await SimulatorFixture.run(
+                simulator: { $0.faults.goAwayAfterStreams = 100 },
+                client: { $0.requestTimeout = .seconds(100) },
+                timeLimit: 150
+            ) { fixture in
+                let outcomes = await Self.sendAtOnce(fixture, count: 1_000)
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Self.summary(outcomes))")
+                #expect(!outcomes.contains { $0.error?.code == .connectionLost })
+                #expect(fixture.simulator.stats().goAwaysSent >= 5)
+                #expect(fixture.simulator.pushes().count == 1_000)
+            }
+        }
+
+        @Test func aPushThatWaitedForAStreamUntilItsDeadlineWasNotSent() async throws {
+            // One stream per connection, held by a slow push: the second waits in the queue and expires there.
+            try await SimulatorFixture.run(
+                simulator: {
+                    $0.maxConcurrentStreams = 1
+                    $0.faults.latency = .fixed(milliseconds: 800)
+                },
+                client: { $0.connectionsPerPool = 1 }
+            ) { fixture in
+                _ = await fixture.client.send(fixture.push(token: 1))  // connection up, stream limit learned
+                async let slow = fixture.client.send(fixture.push(token: 2))
+                try await Task.sleep(for: .milliseconds(100))
+                let queued = await fixture.client.send(fixture.push(token: 3, timeout: .milliseconds(200)))
+                #expect(queued.error?.code == .queueTimeout)
+                #expect(queued.error?.wasNotSent == true)
+                #expect(queued.disposition == .retry)
+                #expect(await slow.isSent)
+                #expect(!fixture.simulator.pushes().contains { $0.deviceToken == SimulatorFixture.deviceToken(3) })
+            }
+        }
+
+        @Test func clientRemembersEnoughResetStreamsToIgnoreLateAnswers() {
+            // A late answer to a stream cancelled on timeout must be ignored, not be a connection error that
+            // loses every other push on the connection: NIO only remembers 32 reset streams by default.
+            var configuration = APNSClientConfiguration()
+            configuration.maxStreamsPerConnection = 1_000
+            let (connection, stream) = APNSConnection.http2Configuration(configuration)
+            #expect(connection.maximumRecentlyResetStreams >= 1_000)
+            #expect(stream.streamResetFrameRateLimit.maximumCount >= 10_000)
+            #expect(stream.streamErrorRateLimit.maximumCount >= 10_000)
+        }
+    }
+}
