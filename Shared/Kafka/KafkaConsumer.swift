@@ -216,3 +216,8 @@ public final class KafkaConsumer: Service, Sendable {
 extension RDKafkaClientContext {
     var fatalErrorIsSet: Bool { fatalError != nil }
 }
+
+extension KafkaConsumer {
+    /// How many times the consumer paused fetching because its buffer was full (observability).
+    public var backpressurePauseCount: Int { state.withLock { $0.backpressurePauses } }
+}
