@@ -68,14 +68,31 @@ struct KafkaBenchmark: AsyncParsableCommand {
             if !skipOurs { figures["ours.producer", default: []].append(try await produceOurs(cluster: cluster, topic: ourTopic, logger: logger)) }
             if !skipKcat { figures["kcat.producer", default: []].append(try await produceKcat(cluster: cluster, topic: kcatTopic, file: file)) }
             if skipConsumers { continue }
+            let cpu0 = Self.cpuSeconds()
             if !skipOurs { figures["ours.consumer", default: []].append(try await consumeOurs(cluster: cluster, topic: ourTopic, logger: logger)) }
+            let cpu1 = Self.cpuSeconds()
             if !skipKcat { figures["kcat.consumer", default: []].append(try await consumeKcat(cluster: cluster, topic: kcatTopic, logger: logger)) }
+            let cpu2 = Self.cpuSeconds()
+            if ProcessInfo.processInfo.environment["KAFKA_BENCH_DEBUG"] != nil {
+                print(String(format: "cpu s (self, children): ours consumer phase %.2f, %.2f; kcat consumer phase %.2f, %.2f",
+                             cpu1.0 - cpu0.0, cpu1.1 - cpu0.1, cpu2.0 - cpu1.0, cpu2.1 - cpu1.1))
+            }
         }
         for role in ["producer", "consumer"] {
             guard let ours = figures["ours.\(role)"].map(Self.median), let kcat = figures["kcat.\(role)"].map(Self.median) else { continue }
             print(String(format: "%@: ours=%.0f msg/s kcat=%.0f msg/s ratio=%.2f%@", role, ours, kcat, ours / kcat, rounds > 1 ? " (medians)" : ""))
         }
         await cluster.shutdown()
+    }
+
+    /// CPU seconds (user + system) of this process and of its finished children.
+    private static func cpuSeconds() -> (Double, Double) {
+        func seconds(_ who: Int32) -> Double {
+            var usage = rusage()
+            getrusage(__rusage_who_t(who), &usage)
+            return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        }
+        return (seconds(RUSAGE_SELF.rawValue), seconds(RUSAGE_CHILDREN.rawValue))
     }
 
     private static func median(_ values: [Double]) -> Double {
