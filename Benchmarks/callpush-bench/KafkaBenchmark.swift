@@ -4,7 +4,12 @@ import Kafka
 import Logging
 
 /// Our producer and consumer vs kcat (plain librdkafka) on an embedded 3-broker cluster:
-/// same message count, size, partition count and idempotence setting.
+/// same message count, size, partition count and producer properties, in the same run.
+///
+/// Fairness: both producers use exactly ``producerProperties`` (idempotent, acks=all, the
+/// same linger and partitioner); both consumers start at the beginning and stop at the end of
+/// the data. Each side is timed from client creation to the last acknowledgement / message
+/// (kcat's figure also includes its process start, a few ms).
 struct KafkaBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kafka",
@@ -13,106 +18,221 @@ struct KafkaBenchmark: AsyncParsableCommand {
 
     @Option(help: "Messages per run.") var messages = 200_000
     @Option(help: "Message size in bytes.") var size = 330
-    @Option(help: "Partitions per topic (the mock cluster keeps ~13k messages of 330 B per partition).") var partitions = 32
+    @Option(help: "Partitions per topic (the mock cluster keeps ~14k messages of 330 B per partition).") var partitions = 32
     @Option(help: "Brokers in the embedded cluster.") var brokers = 3
-    @Option(help: "Records per send call.") var batch = 5_000
-    @Option(help: "Send calls in flight at once.") var concurrency = 4
+    @Option(help: "Records per send call.") var batch = 25_000
+    @Option(help: "Send calls in flight at once (batch × concurrency = kcat's 100,000-message local queue).") var concurrency = 4
+    @Option(help: "Give up (and fail) if a phase takes longer than this many seconds.") var timeout = 120.0
+    @Option(help: "Our consumer's maxBufferedMessages (default: the library's default).") var buffer: Int?
+    @Option(help: "Rounds (fresh topics each); the ratio uses the medians.") var rounds = 1
     @Flag(help: "Skip the kcat comparison.") var skipKcat = false
+    @Flag(help: "Skip our producer and consumer (kcat only).") var skipOurs = false
+    @Flag(help: "Skip the consumers (producers only, e.g. for profiling).") var skipConsumers = false
+    @Option(help: "sticky.partitioning.linger.ms for both producers (librdkafka's default is 10; see the type's docs).")
+    var stickyLingerMs = 0
+
+    /// The producer properties both sides use. `sticky.partitioning.linger.ms=0` spreads keyless
+    /// messages evenly: with librdkafka's default (10 ms) a whole 10 ms burst goes to one partition,
+    /// so at these rates a few partitions receive more than the mock cluster keeps (~14k messages of
+    /// 330 B, 5 MB per partition) and it silently drops their oldest messages.
+    var producerProperties: [String: String] {
+        [
+            "enable.idempotence": "true",
+            "acks": "all",
+            "linger.ms": "5",
+            "queue.buffering.max.messages": "100000",
+            "sticky.partitioning.linger.ms": String(stickyLingerMs),
+        ]
+    }
 
     func run() async throws {
         var logger = Logger(label: "callpush-bench.kafka")
         logger.logLevel = .error
         let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
-        let ourTopic = "bench-ours"
-        let kcatTopic = "bench-kcat"
-        try cluster.createTopic(ourTopic, partitions: partitions)
-        try cluster.createTopic(kcatTopic, partitions: partitions)
-        print("kafka benchmark: \(messages) messages of \(size) B, \(partitions) partitions, \(brokers) brokers, idempotent producers")
-
-        let ours = try await measureOurs(cluster: cluster, topic: ourTopic, logger: logger)
-        print(String(format: "ours: producer %.0f msg/s, consumer %.0f msg/s", ours.produce, ours.consume))
+        print("kafka benchmark: \(messages) messages of \(size) B, \(partitions) partitions, \(brokers) brokers, \(rounds) round(s)")
+        print("producer properties (both): \(producerProperties.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("callpush-bench-\(getpid()).txt")
         if !skipKcat {
-            let kcat = try await measureKcat(cluster: cluster, topic: kcatTopic)
-            print(String(format: "kcat: producer %.0f msg/s, consumer %.0f msg/s", kcat.produce, kcat.consume))
-            print(String(format: "producer: ours=%.0f msg/s kcat=%.0f msg/s ratio=%.2f", ours.produce, kcat.produce, ours.produce / kcat.produce))
-            print(String(format: "consumer: ours=%.0f msg/s kcat=%.0f msg/s ratio=%.2f", ours.consume, kcat.consume, ours.consume / kcat.consume))
+            let line = String(decoding: payload.dropLast(), as: UTF8.self) + "\n"
+            try String(repeating: line, count: messages).write(to: file, atomically: false, encoding: .utf8)
+        }
+        defer { try? FileManager.default.removeItem(at: file) }
+
+        // Each phase runs ours then kcat back to back, so both see the same machine load.
+        var figures: [String: [Double]] = [:]
+        for round in 1...rounds {
+            let ourTopic = "bench-ours-\(round)"
+            let kcatTopic = "bench-kcat-\(round)"
+            try cluster.createTopic(ourTopic, partitions: partitions)
+            try cluster.createTopic(kcatTopic, partitions: partitions)
+            if !skipOurs { figures["ours.producer", default: []].append(try await produceOurs(cluster: cluster, topic: ourTopic, logger: logger)) }
+            if !skipKcat { figures["kcat.producer", default: []].append(try await produceKcat(cluster: cluster, topic: kcatTopic, file: file)) }
+            if skipConsumers { continue }
+            let cpu0 = Self.cpuSeconds()
+            if !skipOurs { figures["ours.consumer", default: []].append(try await consumeOurs(cluster: cluster, topic: ourTopic, logger: logger)) }
+            let cpu1 = Self.cpuSeconds()
+            if !skipKcat { figures["kcat.consumer", default: []].append(try await consumeKcat(cluster: cluster, topic: kcatTopic, logger: logger)) }
+            let cpu2 = Self.cpuSeconds()
+            if ProcessInfo.processInfo.environment["KAFKA_BENCH_DEBUG"] != nil {
+                print(String(format: "cpu s (self, children): ours consumer phase %.2f, %.2f; kcat consumer phase %.2f, %.2f",
+                             cpu1.0 - cpu0.0, cpu1.1 - cpu0.1, cpu2.0 - cpu1.0, cpu2.1 - cpu1.1))
+            }
+        }
+        for role in ["producer", "consumer"] {
+            guard let ours = figures["ours.\(role)"].map(Self.median), let kcat = figures["kcat.\(role)"].map(Self.median) else { continue }
+            print(String(format: "%@: ours=%.0f msg/s kcat=%.0f msg/s ratio=%.2f%@", role, ours, kcat, ours / kcat, rounds > 1 ? " (medians)" : ""))
         }
         await cluster.shutdown()
+    }
+
+    /// CPU seconds (user + system) of this process and of its finished children.
+    private static func cpuSeconds() -> (Double, Double) {
+        func seconds(_ who: Int32) -> Double {
+            var usage = rusage()
+            getrusage(__rusage_who_t(who), &usage)
+            return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        }
+        return (seconds(RUSAGE_SELF.rawValue), seconds(RUSAGE_CHILDREN.rawValue))
+    }
+
+    private static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
 
     private var payload: [UInt8] {
         (0..<max(size, 1)).map { UInt8(ascii: "a") + UInt8($0 % 26) }
     }
 
-    private func measureOurs(cluster: EmbeddedKafkaCluster, topic: String, logger: Logger) async throws -> (produce: Double, consume: Double) {
-        let producer = try KafkaProducer(
-            configuration: KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers]),
-            logger: logger
-        )
-        // Warm up connections and the producer id outside the timed part (kcat's timing includes
-        // its start-up, which favours us by a few ms at most).
-        _ = try await producer.send(KafkaProducerRecord(topic: topic, value: payload))
+    /// Produces `messages` records with our producer; returns msg/s from creation to the last acknowledgement.
+    private func produceOurs(cluster: EmbeddedKafkaCluster, topic: String, logger: Logger) async throws -> Double {
+        var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers])
+        producerConfiguration.kafka.properties.merge(producerProperties) { _, new in new }
         let record = KafkaProducerRecord(topic: topic, value: payload)
-        let chunks = stride(from: 1, to: messages, by: batch).map { ($0, min(batch, messages - $0)) }
+        let chunks = stride(from: 0, to: messages, by: batch).map { min(batch, messages - $0) }
         let produceStart = ContinuousClock.now
-        var failures = 0
-        try await withThrowingTaskGroup(of: Int.self) { group in
-            var next = 0
-            func addChunk() {
-                let count = chunks[next].1
-                next += 1
-                group.addTask {
-                    let results = try await producer.send([KafkaProducerRecord](repeating: record, count: count))
-                    return results.reduce(0) { failed, result in
-                        if case .failure = result { return failed + 1 }
-                        return failed
+        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let failures = try await withDeadline("our producer", seconds: timeout) { [concurrency] in
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                var next = 0
+                var failures = 0
+                func addChunk() {
+                    let count = chunks[next]
+                    next += 1
+                    group.addTask {
+                        let results = try await producer.send([KafkaProducerRecord](repeating: record, count: count))
+                        return results.reduce(0) { failed, result in
+                            if case .failure = result { return failed + 1 }
+                            return failed
+                        }
                     }
                 }
-            }
-            while next < min(concurrency, chunks.count) { addChunk() }
-            while let failed = try await group.next() {
-                failures += failed
-                if next < chunks.count { addChunk() }
+                while next < min(concurrency, chunks.count) { addChunk() }
+                while let failed = try await group.next() {
+                    failures += failed
+                    if next < chunks.count { addChunk() }
+                }
+                return failures
             }
         }
         let produceTime = ContinuousClock.now - produceStart
         await producer.shutdown()
         if failures > 0 { print("ours: \(failures) delivery failures") }
-        print(String(format: "ours: producer %.0f msg/s (all acknowledged)", Double(messages - 1) / produceTime.seconds))
+        let produceRate = Double(messages - failures) / produceTime.seconds
+        print(String(format: "ours: producer %.0f msg/s (all acknowledged, %.3f s)", produceRate, produceTime.seconds))
+        return produceRate
+    }
 
+    /// Reads every stored message with our consumer; returns msg/s from creation to the last message.
+    private func consumeOurs(cluster: EmbeddedKafkaCluster, topic: String, logger: Logger) async throws -> Double {
+        let expected = try await storedMessages(cluster: cluster, topic: topic, logger: logger)
+        let (received, consumeTime) = try await consumeAll(cluster: cluster, topic: topic, expected: expected, logger: logger)
+        let consumeRate = Double(received) / consumeTime.seconds
+        print(String(format: "ours: consumer %.0f msg/s (%d messages, %.3f s)", consumeRate, received, consumeTime.seconds))
+        return consumeRate
+    }
+
+    /// Reads every stored message of `topic` from the beginning with our consumer.
+    private func consumeAll(cluster: EmbeddedKafkaCluster, topic: String, expected: Int, logger: Logger) async throws -> (Int, Duration) {
         var consumerConfiguration = KafkaConsumerConfiguration(
             kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers]),
             mode: .manual
         )
-        consumerConfiguration.maxBufferedMessages = 50_000
+        if let buffer { consumerConfiguration.maxBufferedMessages = buffer }
+        var logger = logger
+        if let debug = ProcessInfo.processInfo.environment["KAFKA_BENCH_RDDEBUG"] {
+            consumerConfiguration.kafka.properties["debug"] = debug
+            logger.logLevel = .debug
+        }
         let consumeStart = ContinuousClock.now
         let consumer = try KafkaConsumer(configuration: consumerConfiguration, logger: logger)
-        try await consumer.assign((0..<Int32(partitions)).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
-        var received = 0
-        var bytes = 0
-        for try await message in consumer.messages {
-            received += 1
-            bytes &+= message.value.count
-            if received == messages { break }
+        do {
+            let received = try await withDeadline("our consumer", seconds: timeout) { [partitions] in
+                try await consumer.assign((0..<Int32(partitions)).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+                var received = 0
+                var bytes = 0
+                for try await message in consumer.messages {
+                    if received == 0, ProcessInfo.processInfo.environment["KAFKA_BENCH_DEBUG"] != nil {
+                        print("ours: first message after \(ContinuousClock.now - consumeStart)")
+                    }
+                    received += 1
+                    bytes &+= message.value.count
+                    if received == expected { break }
+                }
+                return received
+            }
+            let consumeTime = ContinuousClock.now - consumeStart
+            if ProcessInfo.processInfo.environment["KAFKA_BENCH_DEBUG"] != nil {
+                print("ours: consumer paused for back-pressure \(consumer.backpressurePauseCount) times")
+            }
+            await consumer.shutdown()
+            return (received, consumeTime)
+        } catch {
+            await consumer.shutdown()
+            throw error
         }
-        let consumeTime = ContinuousClock.now - consumeStart
-        await consumer.shutdown()
-        return (Double(messages - 1) / produceTime.seconds, Double(received) / consumeTime.seconds)
     }
 
-    private func measureKcat(cluster: EmbeddedKafkaCluster, topic: String) async throws -> (produce: Double, consume: Double) {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("callpush-bench-\(getpid()).txt")
-        let line = String(decoding: payload.dropLast(), as: UTF8.self) + "\n"
-        try String(repeating: line, count: messages).write(to: file, atomically: false, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let bootstrap = cluster.bootstrapServers
-        let produceTime = try await timeProcess("kcat", [
-            "-P", "-b", bootstrap, "-t", topic, "-X", "enable.idempotence=true", "-X", "acks=all", "-l", file.path,
-        ])
-        let consumeTime = try await timeProcess("kcat", [
-            "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-c", String(messages), "-q",
-        ])
-        return (Double(messages) / produceTime.seconds, Double(messages) / consumeTime.seconds)
+    /// How many messages the cluster holds for `topic` (Σ high − low over its partitions), and a
+    /// warning if that is fewer than were produced.
+    private func storedMessages(cluster: EmbeddedKafkaCluster, topic: String, logger: Logger) async throws -> Int {
+        let consumer = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers]), mode: .manual),
+            logger: logger
+        )
+        var stored: Int64 = 0
+        do {
+            for partition in 0..<Int32(partitions) {
+                let watermarks = try await consumer.queryWatermarks(topic: topic, partition: partition)
+                stored += watermarks.high - watermarks.low
+            }
+        } catch {
+            await consumer.shutdown()
+            throw error
+        }
+        await consumer.shutdown()
+        if stored < messages {
+            print("warning: \(topic) holds \(stored) of \(messages) messages (the mock cluster keeps ~5 MB per partition)")
+        }
+        return Int(stored)
+    }
+
+    /// Produces the file's `messages` lines with kcat (same properties); returns msg/s of the whole process.
+    private func produceKcat(cluster: EmbeddedKafkaCluster, topic: String, file: URL) async throws -> Double {
+        let properties = producerProperties.sorted { $0.key < $1.key }.flatMap { ["-X", "\($0.key)=\($0.value)"] }
+        let time = try await timeProcess("kcat", ["-P", "-b", cluster.bootstrapServers, "-t", topic] + properties + ["-l", file.path])
+        let rate = Double(messages) / time.seconds
+        print(String(format: "kcat: producer %.0f msg/s (%.3f s)", rate, time.seconds))
+        return rate
+    }
+
+    /// Reads the topic from the beginning to its end with kcat; returns msg/s of the whole process.
+    private func consumeKcat(cluster: EmbeddedKafkaCluster, topic: String, logger: Logger) async throws -> Double {
+        let stored = try await storedMessages(cluster: cluster, topic: topic, logger: logger)
+        let time = try await timeProcess("kcat", ["-C", "-b", cluster.bootstrapServers, "-t", topic, "-o", "beginning", "-e", "-q"])
+        let rate = Double(stored) / time.seconds
+        print(String(format: "kcat: consumer %.0f msg/s (%d messages, %.3f s)", rate, stored, time.seconds))
+        return rate
     }
 
     private func timeProcess(_ name: String, _ arguments: [String]) async throws -> Duration {
@@ -129,5 +249,18 @@ struct KafkaBenchmark: AsyncParsableCommand {
         guard status == 0 else { throw ValidationError("\(name) \(arguments.first ?? "") exited with \(status)") }
         return elapsed
     }
-}
 
+    /// Runs `body`; throws instead of waiting forever if it takes longer than `seconds`.
+    private func withDeadline<T: Sendable>(_ what: String, seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                throw ValidationError("\(what) did not finish within \(seconds) s")
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw CancellationError() }
+            return first
+        }
+    }
+}

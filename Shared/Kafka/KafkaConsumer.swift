@@ -38,7 +38,9 @@ public final class KafkaConsumer: Service, Sendable {
     private let shutdownStarted = Atomic<Bool>(false)
     private let pollThreadExit = OneShotSignal()
     private let shutdownDone = OneShotSignal()
-    static let batchLimit = 4096
+    /// Messages per batch handed to the application: 1024 × ~72 B stays below glibc's mmap
+    /// threshold (128 KB), so batch arrays come from the heap instead of fresh zeroed pages.
+    static let batchLimit = 1024
 
     /// Creates the consumer, subscribes (group mode) and starts its poll thread.
     ///
@@ -136,6 +138,8 @@ public final class KafkaConsumer: Service, Sendable {
         let handle = client.handle
         // Batches of at most a quarter of the buffer bound: the buffer never exceeds 1.25× its bound.
         let batchLimit = min(Self.batchLimit, max(1, configuration.maxBufferedMessages / 4))
+        pollContext.batchCapacity = batchLimit
+        pollContext.pending.reserveCapacity(batchLimit)
         pollContext.pendingEpoch = state.withLock { $0.epoch }
         while !stopRequested.load(ordering: .acquiring) {
             runCommands()
@@ -174,7 +178,7 @@ public final class KafkaConsumer: Service, Sendable {
         if !pollContext.pending.isEmpty {
             let batch = MessageBatch(epoch: pollContext.pendingEpoch, messages: pollContext.pending)
             pollContext.pending = []
-            pollContext.pending.reserveCapacity(256)
+            pollContext.pending.reserveCapacity(pollContext.batchCapacity)
             let (action, epoch) = state.withLock { state in
                 (state.append(batch, limit: configuration.maxBufferedMessages), state.epoch)
             }
@@ -215,4 +219,9 @@ public final class KafkaConsumer: Service, Sendable {
 
 extension RDKafkaClientContext {
     var fatalErrorIsSet: Bool { fatalError != nil }
+}
+
+extension KafkaConsumer {
+    /// How many times the consumer paused fetching because its buffer was full (observability).
+    public var backpressurePauseCount: Int { state.withLock { $0.backpressurePauses } }
 }

@@ -32,18 +32,17 @@ enum TestSupport {
         group: String,
         topics: [String]
     ) -> KafkaConsumerConfiguration {
-        KafkaConsumerConfiguration(
-            kafka: KafkaConfiguration(
-                bootstrapServers: [cluster.bootstrapServers],
-                clientID: "test-consumer",
-                properties: [
-                    "topic.metadata.refresh.interval.ms": "1000",
-                    "fetch.wait.max.ms": "50",
-                    "auto.commit.interval.ms": "200",
-                    "reconnect.backoff.ms": "50",
-                    "reconnect.backoff.max.ms": "500",
-                ]
-            ),
+        var properties = [
+            "topic.metadata.refresh.interval.ms": "1000",
+            "fetch.wait.max.ms": "50",
+            "auto.commit.interval.ms": "200",
+            "reconnect.backoff.ms": "50",
+            "reconnect.backoff.max.ms": "500",
+        ]
+        // librdkafka debug contexts for diagnosing a test (e.g. KAFKA_TEST_RDDEBUG=consumer,topic,fetch).
+        if let debug = ProcessInfo.processInfo.environment["KAFKA_TEST_RDDEBUG"] { properties["debug"] = debug }
+        return KafkaConsumerConfiguration(
+            kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "test-consumer", properties: properties),
             mode: .group(id: group, topics: topics),
             sessionTimeout: .seconds(6),
             heartbeatInterval: .milliseconds(300),

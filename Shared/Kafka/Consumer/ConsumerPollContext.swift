@@ -7,6 +7,8 @@ import CRdKafka
 final class ConsumerPollContext: @unchecked Sendable {
     var pending: [KafkaConsumerMessage] = []
     var pendingEpoch = 0
+    /// The most messages collected per batch (capacity reserved up front, no regrowth).
+    var batchCapacity = 256
     private var lastTopic: OpaquePointer?
     private var lastTopicName = ""
 

@@ -34,6 +34,8 @@ struct ConsumerStateMachine {
     private(set) var revoking: Set<KafkaTopicPartition> = []
     /// Whether the poll thread paused the assignment because the buffer is full.
     var backpressurePaused = false
+    /// How many times the poll thread paused for back-pressure (observability, tests).
+    var backpressurePauses = 0
 
     // MARK: assignment
 

@@ -33,60 +33,6 @@ extension KafkaConsumer {
         }
     }
 
-    /// The offset of the first message of `partition` whose timestamp is at or after
-    /// `timestampMilliseconds`, or `nil` if there is none (read from the high watermark).
-    /// Runs the blocking query on a dedicated thread.
-    public func offsetsForTimes(
-        topic: String,
-        partition: Int32,
-        timestampMilliseconds: Int64,
-        timeout: Duration = .seconds(10)
-    ) async throws(KafkaError) -> Int64? {
-        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let (err, offset) = await BlockingCall.run("kafka-consumer.offsets-for-times") { () -> (rd_kafka_resp_err_t, Int64) in
-            let list = RDKafkaTopicPartitionList()
-            list.add(topic: topic, partition: partition, offset: timestampMilliseconds)
-            let err = rd_kafka_offsets_for_times(handle.pointer, list.pointer, timeoutMs)
-            guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let element = list.elements.first else { return (err, -1) }
-            return (element.err, element.offset)
-        }
-        handleGuard.leave()
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(rdKafka: err, context: "offsets for times \(topic)[\(partition)]")
-        }
-        return offset >= 0 ? offset : nil
-    }
-
-    /// Where to start reading `partition` to see every message whose timestamp is at or after
-    /// `timestampMilliseconds` (e.g. to rebuild state from `now − window`).
-    ///
-    /// Uses offsets-for-times. A broker without timestamp lookup — librdkafka's mock cluster
-    /// (``EmbeddedKafkaCluster``) answers "none" for every timestamp — is detected by also
-    /// asking for timestamp 0 on a non-empty partition; then the low watermark is returned.
-    /// Callers should therefore still skip messages older than the timestamp.
-    public func startOffset(
-        topic: String,
-        partition: Int32,
-        notBefore timestampMilliseconds: Int64,
-        timeout: Duration = .seconds(10)
-    ) async throws(KafkaError) -> Int64 {
-        let watermarks = try await queryWatermarks(topic: topic, partition: partition, timeout: timeout)
-        guard watermarks.low < watermarks.high else { return watermarks.high }
-        if let offset = try await offsetsForTimes(
-            topic: topic, partition: partition, timestampMilliseconds: timestampMilliseconds, timeout: timeout
-        ) {
-            return offset
-        }
-        // "None at or after the timestamp" — or no timestamp lookup at all: every message has a timestamp ≥ 0.
-        if try await offsetsForTimes(topic: topic, partition: partition, timestampMilliseconds: 0, timeout: timeout) != nil {
-            return watermarks.high
-        }
-        logger.debug("broker has no timestamp lookup; reading from the low watermark", metadata: ["kafka.partition": "\(topic)[\(partition)]"])
-        return watermarks.low
-    }
-
     /// The low and high watermarks of a partition, asked from the broker. Runs the blocking
     /// query on a dedicated thread.
     public func queryWatermarks(

@@ -88,6 +88,7 @@ extension KafkaConsumer: RDKafkaClientDelegate {
         let partitions = state.withLock { state -> [KafkaTopicPartition] in
             guard !state.backpressurePaused else { return [] }
             state.backpressurePaused = true
+            state.backpressurePauses += 1
             return Array(state.assigned.keys)
         }
         if !partitions.isEmpty {

@@ -24,7 +24,9 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
 
         /// The next message, or `nil` once the consumer shut down.
         public mutating func next() async throws -> KafkaConsumerMessage? {
-            try await held.next()
+            // Fast path without a nested async call: most messages come from the held batch.
+            if let message = held.nextHeld() { return message }
+            return try await held.next()
         }
     }
 }
@@ -51,6 +53,15 @@ final class HeldMessages {
             return (waiter, state.pendingGiveBack)
         }
         if let waiter, let handOver { waiter.resume(returning: handOver) }
+    }
+
+    /// The next message of the held batch if it is still valid for the current assignment;
+    /// `nil` when the batch is used up or must be re-checked (then call ``next()``).
+    @inline(__always)
+    func nextHeld() -> KafkaConsumerMessage? {
+        guard index < batch.count, consumer.epochMirror.load(ordering: .acquiring) == epoch else { return nil }
+        index += 1
+        return batch[index - 1]
     }
 
     func next() async throws -> KafkaConsumerMessage? {

