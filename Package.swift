@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
         .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "callpush-bench", targets: ["callpush-bench"]),
+        .executable(name: "callpush-campaign", targets: ["callpush-campaign"]),
         .library(name: "CallContract", targets: ["CallContract"]),
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "APNs", targets: ["APNs"]),
@@ -151,6 +152,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Benchmarks/callpush-bench"
+        ),
+
+        .executableTarget(
+            name: "callpush-campaign",
+            dependencies: [
+                "Kafka", "CallContract",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/callpush-campaign"
         ),
 
         // MARK: Tests

@@ -1,0 +1,116 @@
+import CallContract
+import Foundation
+
+/// The outside checks of a run: what dispatch accepted against the statuses on Kafka, the
+/// pushes the simulator recorded, the DLQ and the processes' exits.
+struct Verdict: Sendable {
+    var calls = 0
+    var accepted = 0
+    var refused = 0
+    var otherAnswers: [String] = []
+    var deliveries = 0
+    var lost: [String] = []
+    var conflicting: [String] = []
+    var outcomes: [String: Int] = [:]
+    var duplicates = 0
+    var duplicateReasons: [String: Int] = [:]
+    var invalid = 0
+    var deadLettered = 0
+    var missingFromDLQ: [String] = []
+    var crashes: [String] = []
+    var latenciesMs: [Double] = []
+
+    var p99Ms: Double {
+        guard !latenciesMs.isEmpty else { return -1 }
+        let sorted = latenciesMs.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
+    }
+
+    var failed: Bool { !lost.isEmpty || !missingFromDLQ.isEmpty || !crashes.isEmpty || !conflicting.isEmpty || accepted == 0 }
+
+    /// Terminal outcomes of one delivery: terminal worker statuses except `duplicate` (a redelivery
+    /// the worker recognised; it sends nothing).
+    static func outcomes(_ statuses: [CallStatus]) -> [CallStatus] {
+        statuses.filter { $0.state.isTerminal && $0.state != .duplicate && !$0.state.isDeviceReport }
+    }
+
+    /// Checks every accepted delivery; `true` when all have a terminal outcome.
+    static func allSettled(_ calls: [CallLoad.Call], _ collector: OutcomeCollector) -> Bool {
+        calls.allSatisfy { call in
+            call.answer != .accepted || call.devices.values.allSatisfy {
+                !outcomes(collector.statuses(callId: call.callId, deviceKey: $0)).isEmpty
+            }
+        }
+    }
+
+    mutating func checkCalls(_ calls: [CallLoad.Call], collector: OutcomeCollector) {
+        self.calls = calls.count
+        for call in calls {
+            switch call.answer {
+            case .accepted: accepted += 1
+            case .refused: refused += 1; continue
+            case .failed(let why): otherAnswers.append("\(call.callId): \(why)"); continue
+            }
+            for deviceKey in call.devices.values {
+                deliveries += 1
+                let terminal = Self.outcomes(collector.statuses(callId: call.callId, deviceKey: deviceKey))
+                guard let first = terminal.first else {
+                    lost.append("\(call.callId)/\(deviceKey.prefix(8))")
+                    continue
+                }
+                outcomes[first.state.rawValue, default: 0] += 1
+                if Set(terminal.map(\.state)).count > 1 {
+                    conflicting.append("\(call.callId)/\(deviceKey.prefix(8)): \(terminal.map(\.state.rawValue))")
+                }
+                if let sent = collector.firstSent(callId: call.callId, deviceKey: deviceKey) {
+                    latenciesMs.append((sent - call.requestedAt).seconds * 1000)
+                }
+            }
+        }
+    }
+
+    /// Counts pushes per device token at the simulator; a second push for a token is a duplicate,
+    /// classified by whether a worker was SIGKILLed between the two pushes.
+    mutating func checkPushes(_ pushes: [SimulatorPush], calls: [CallLoad.Call], killTimes: [Date]) {
+        var known = Set<String>()
+        for call in calls { known.formUnion(call.devices.keys) }
+        let byToken = Dictionary(grouping: pushes.filter { known.contains($0.deviceToken.lowercased()) }) { $0.deviceToken.lowercased() }
+        for (_, list) in byToken where list.count > 1 {
+            let times = list.map(\.receivedAt).sorted()
+            duplicates += list.count - 1
+            let killed = killTimes.contains { $0 >= times[0].addingTimeInterval(-1) && $0 <= times[times.count - 1] }
+            duplicateReasons[killed ? "worker-sigkill-between-push-and-status" : "answer-lost-in-transport", default: 0] += list.count - 1
+        }
+    }
+
+    var summaryLine: String {
+        let dlq = "\(invalid - missingFromDLQ.count)/\(invalid)"
+        return "calls=\(calls) accepted=\(accepted) refused=\(refused) other=\(otherAnswers.count) faults=\(faultCount) lost=\(lost.count) "
+            + "duplicates=\(duplicates) dlq=\(dlq) p99_ms=\(Int(p99Ms.rounded())) crashed=\(crashes.count)"
+    }
+
+    var faultCount = 0
+}
+
+/// A push the simulator recorded (the fields the campaign needs).
+struct SimulatorPush: Sendable, Decodable {
+    var deviceToken: String
+    var receivedAt: Date
+    var connectionID: Int?
+
+    static func decodeList(_ data: Data) throws -> [SimulatorPush] {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let text = try decoder.singleValueContainer().decode(String.self)
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            if let date = formatter.date(from: text) { return date }
+            formatter.formatOptions = [.withInternetDateTime]
+            if let date = formatter.date(from: text) { return date }
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad date \(text)"))
+        }
+        if let list = try? decoder.decode([SimulatorPush].self, from: data) { return list }
+        struct Wrapped: Decodable { var pushes: [SimulatorPush] }
+        return try decoder.decode(Wrapped.self, from: data).pushes
+    }
+}
