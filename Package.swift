@@ -10,6 +10,8 @@ let package = Package(
         .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "callpush-bench", targets: ["callpush-bench"]),
         .executable(name: "callpush-campaign", targets: ["callpush-campaign"]),
+        .executable(name: "dispatch", targets: ["dispatch"]),
+        .library(name: "DispatchService", targets: ["DispatchService"]),
         .library(name: "CallContract", targets: ["CallContract"]),
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "APNs", targets: ["APNs"]),
@@ -108,6 +110,23 @@ let package = Package(
         ),
 
         .target(
+            name: "DispatchService",
+            dependencies: [
+                "CallContract", "CallpushCore", "Kafka",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/Dispatch"
+        ),
+
+        .target(
             name: "CallpushCLI",
             dependencies: [
                 "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "PushWorker",
@@ -134,6 +153,15 @@ let package = Package(
             path: "Services/push-worker"
         ),
         .executableTarget(
+            name: "dispatch",
+            dependencies: [
+                "DispatchService",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/dispatch"
+        ),
+        .executableTarget(
             name: "apns-simulator",
             dependencies: [
                 "APNsSimulator",
@@ -146,7 +174,7 @@ let package = Package(
         .executableTarget(
             name: "callpush-bench",
             dependencies: [
-                "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker",
+                "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -181,6 +209,20 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/CallpushCLITests"
+        ),
+        .testTarget(
+            name: "DispatchTests",
+            dependencies: [
+                "DispatchService", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/DispatchTests"
         ),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),

@@ -1,0 +1,131 @@
+import ArgumentParser
+import CallContract
+import DispatchService
+import Foundation
+import Kafka
+import Logging
+import ServiceLifecycle
+
+/// dispatch on the embedded cluster, driven by `wrk`: `POST /v1/calls` (each request a new
+/// callId, Kafka acknowledgement included) against the same server's `/healthz` (the HTTP
+/// framework's ceiling here), then POST again with fewer connections at about half of the
+/// saturation rate for the p99/p50 ratio (wrk is closed-loop: fewer connections stand in for a
+/// lower offered rate).
+struct DispatchBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dispatch", abstract: "dispatch POST /v1/calls vs /healthz with wrk (prints figures).")
+
+    @Option(help: "Seconds of each wrk run.") var seconds = 10
+    @Option(help: "wrk connections of the saturation runs.") var connections = 64
+    @Option(help: "wrk threads.") var threads = 2
+    @Option(help: "Partitions of the requests and status topics.") var partitions = 6
+
+    struct WrkResult {
+        var rate: Double
+        var p50: Double
+        var p99: Double
+        var errors: Int
+        var line: String { String(format: "%10.0f %9.2f %9.2f %8d", rate, p50, p99, errors) }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
+        for topic in [Topics.requests, Topics.status] { try cluster.createTopic(topic, partitions: partitions) }
+        let key = APIKey.generatePlaintext()
+        var configuration = DispatchConfiguration(
+            kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "bench"), apps: ["rider"],
+            apiKeys: [APIKey(name: "bench", plaintext: key, ratePerSecond: 1_000_000)],
+            ackSecret: Array(repeating: 7, count: 32), instanceID: "dispatch-bench")
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        let app = try DispatchApp(configuration: configuration, logger: logger)
+        let group = ServiceGroup(services: app.services, logger: logger)
+        let running = Task { try await group.run() }
+        let port = await app.port()
+        let script = try writeScript(key: key)
+        defer { try? FileManager.default.removeItem(atPath: script) }
+        let base = "http://127.0.0.1:\(port)"
+
+        print("callpush-bench dispatch: wrk \(seconds) s per run, \(threads) threads, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(partitions) partitions")
+        _ = try wrk(url: base + "/v1/calls", connections: 8, seconds: 2, script: script)  // warm up: metadata, connections
+        print("run                               req/s    p50 ms    p99 ms   non-2xx")
+        let healthz = try wrk(url: base + "/healthz", connections: connections, seconds: seconds, script: nil)
+        print("GET /healthz        c=\(pad(connections)) " + healthz.line)
+        let ring = try wrk(url: base + "/v1/calls", connections: connections, seconds: seconds, script: script)
+        print("POST /v1/calls      c=\(pad(connections)) " + ring.line)
+        var half: (Int, WrkResult)?
+        var c = 1
+        while c < connections {
+            let result = try wrk(url: base + "/v1/calls", connections: c, seconds: seconds, script: script)
+            print("POST /v1/calls      c=\(pad(c)) " + result.line)
+            if half == nil || abs(result.rate - ring.rate / 2) < abs(half!.1.rate - ring.rate / 2) { half = (c, result) }
+            if result.rate >= ring.rate / 2 { break }
+            c *= 2
+        }
+        print(String(format: "ratio POST/healthz = %.2f (target ≥ 0.25)", ring.rate / max(healthz.rate, 1)))
+        if let (c, result) = half {
+            print(String(format: "at ~half of saturation (c=%d, %.0f req/s = %.2f× saturation): p99/p50 = %.1f (target < 10)",
+                         c, result.rate, result.rate / max(ring.rate, 1), result.p99 / max(result.p50, 0.001)))
+        }
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+        await cluster.shutdown()
+    }
+
+    private func pad(_ n: Int) -> String { String(n).padding(toLength: 4, withPad: " ", startingAt: 0) }
+
+    /// A wrk script POSTing a one-device ring with a fresh callId per request.
+    private func writeScript(key: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("dispatch-bench-\(UUID().uuidString).lua").path
+        let lua = """
+        local counter = 0
+        thread_id = 0
+        local next_id = 0
+        function setup(thread)
+          next_id = next_id + 1
+          thread:set("thread_id", next_id)
+        end
+        wrk.method = "POST"
+        wrk.headers["Content-Type"] = "application/json"
+        wrk.headers["Authorization"] = "Bearer \(key)"
+        request = function()
+          counter = counter + 1
+          local id = string.format("%08x-%04x-4000-8000-%012x", math.random(0, 0x7fffffff), thread_id, counter)
+          local body = '{"callId":"' .. id .. '","app":"rider","devices":[{"token":"' .. string.rep("ab", 32) ..
+            '","environment":"sandbox"}],"caller":{"handle":"driver-1","displayName":"Driver"},"attributes":{"rideId":"R-1"}}'
+          return wrk.format(nil, nil, nil, body)
+        end
+        """
+        try Data(lua.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Runs wrk and parses requests/s, the 50 % and 99 % latencies, and non-2xx answers.
+    private func wrk(url: String, connections: Int, seconds: Int, script: String?) throws -> WrkResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
+        var arguments = ["-t\(min(threads, connections))", "-c\(connections)", "-d\(seconds)s", "--latency", "--timeout", "10s"]
+        if let script { arguments += ["-s", script] }
+        process.arguments = arguments + [url]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        func value(after prefix: String) -> String? {
+            output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix(prefix) }
+                .map { String($0.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) }
+        }
+        func milliseconds(_ text: String?) -> Double {
+            guard let text else { return -1 }
+            for (unit, factor) in [("us", 0.001), ("ms", 1.0), ("s", 1000.0)] where text.hasSuffix(unit) {
+                return (Double(text.dropLast(unit.count)) ?? -1) * factor
+            }
+            return -1
+        }
+        return WrkResult(rate: Double(value(after: "Requests/sec:") ?? "") ?? 0, p50: milliseconds(value(after: "50%")),
+                         p99: milliseconds(value(after: "99%")), errors: Int(value(after: "Non-2xx or 3xx responses:") ?? "0") ?? 0)
+    }
+}

@@ -1,0 +1,103 @@
+import CallContract
+import Foundation
+
+/// JSON bodies of the API's answers (field names as in docs/dispatch.md and docs/openapi.json).
+enum APIModels {
+    struct Accepted: Encodable {
+        struct Delivery: Encodable {
+            var deviceKey: String
+            var deviceId: String?
+            var environment: APNsEnvironment
+            var state = "queued"
+        }
+        var callId: String
+        var app: String
+        var requestedAt: String
+        var ringDeadline: String
+        var deliveries: [Delivery]
+
+        init(rings: [RingRequest]) {
+            let first = rings[0]
+            callId = first.callId
+            app = first.app
+            requestedAt = ContractCoding.format(first.requestedAt)
+            ringDeadline = ContractCoding.format(first.ringDeadline)
+            deliveries = rings.map {
+                Delivery(deviceKey: DeviceKey.make(token: $0.device.token), deviceId: $0.device.id, environment: $0.device.environment)
+            }
+        }
+    }
+
+    struct Cancelled: Encodable {
+        var callId: String
+        var cancelledAt: String
+    }
+
+    struct CancelBody: Decodable {
+        var reason: String?
+    }
+
+    struct AckAccepted: Encodable {
+        var callId: String
+        var deviceKey: String
+        var state: String
+    }
+
+    struct CallState: Encodable {
+        struct Delivery: Encodable {
+            var deviceKey: String
+            var deviceId: String?
+            var state: String
+            var attempt: Int
+            var replay: Int
+            var at: String
+            var apns: CallStatus.APNsDetails?
+            var error: CallStatus.ErrorInfo?
+
+            enum CodingKeys: String, CodingKey { case deviceKey, deviceId, state, attempt, replay, at, apns, error }
+
+            func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(deviceKey, forKey: .deviceKey)
+                try c.encodeIfPresent(deviceId, forKey: .deviceId)
+                try c.encode(state, forKey: .state)
+                try c.encode(attempt, forKey: .attempt)
+                try c.encode(replay, forKey: .replay)
+                try c.encode(at, forKey: .at)
+                try c.encodeIfPresent(apns, forKey: .apns)
+                try c.encodeIfPresent(error, forKey: .error)
+            }
+        }
+        var callId: String
+        var app: String?
+        var ringDeadline: String?
+        var complete: Bool
+        var deliveries: [Delivery]
+
+        enum CodingKeys: String, CodingKey { case callId, app, ringDeadline, complete, deliveries }
+
+        init(_ view: CallView) {
+            callId = view.callId
+            app = view.app
+            ringDeadline = view.ringDeadline.map(ContractCoding.format)
+            complete = view.isComplete
+            deliveries = view.deliveries.map {
+                Delivery(deviceKey: $0.deviceKey, deviceId: $0.deviceId, state: $0.state, attempt: $0.attempt, replay: $0.replay,
+                         at: ContractCoding.format($0.at), apns: $0.apns, error: $0.error)
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(callId, forKey: .callId)
+            try c.encodeIfPresent(app, forKey: .app)
+            try c.encodeIfPresent(ringDeadline, forKey: .ringDeadline)
+            try c.encode(complete, forKey: .complete)
+            try c.encode(deliveries, forKey: .deliveries)
+        }
+    }
+
+    static func encode<T: Encodable>(_ value: T) -> Data {
+        (try? ContractCoding.encode(value)) ?? Data("{}".utf8)
+    }
+}

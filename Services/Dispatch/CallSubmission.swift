@@ -1,0 +1,159 @@
+import CallContract
+import Crypto
+import Foundation
+
+/// The body of `POST /v1/calls`: ring one or more devices of one callee for one call.
+///
+/// Decoding checks types and the per-field rules of the contract (device tokens, environments,
+/// caller) and names the failing field by JSON path (`devices[1].token`). ``validate(limits:now:)``
+/// then applies dispatch's own limits and turns the submission into one contract `RingRequest`
+/// per device, each re-checked with the contract's own decoder and the 5120-byte payload limit.
+public struct CallSubmission: Sendable, Hashable, Codable {
+    /// The idempotency key; generated when absent.
+    public var callId: String?
+    public var app: String
+    public var devices: [Device]
+    public var caller: Caller
+    public var hasVideo: Bool
+    /// How long the devices ring; default and bounds come from ``DispatchLimits``.
+    public var ringTimeoutSeconds: Int?
+    public var maxDurationSeconds: Int?
+    public var attributes: [String: String]
+
+    public init(callId: String? = nil, app: String, devices: [Device], caller: Caller, hasVideo: Bool = false,
+                ringTimeoutSeconds: Int? = nil, maxDurationSeconds: Int? = nil, attributes: [String: String] = [:]) {
+        self.callId = callId
+        self.app = app
+        self.devices = devices
+        self.caller = caller
+        self.hasVideo = hasVideo
+        self.ringTimeoutSeconds = ringTimeoutSeconds
+        self.maxDurationSeconds = maxDurationSeconds
+        self.attributes = attributes
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case callId, app, devices, caller, hasVideo, ringTimeoutSeconds, maxDurationSeconds, attributes
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        func require(_ key: CodingKeys) throws {
+            guard c.contains(key), try !c.decodeNil(forKey: key) else {
+                throw ContractError(.missingField, path: key.stringValue, "missing")
+            }
+        }
+        if let text = try c.decodeIfPresent(String.self, forKey: .callId) {
+            guard let normalized = CallID.normalize(text) else {
+                throw ContractError(.invalidValue, path: "callId", "not a UUID")
+            }
+            callId = normalized
+        }
+        try require(.app)
+        app = try c.decode(String.self, forKey: .app)
+        try require(.devices)
+        devices = try c.decode([Device].self, forKey: .devices)
+        try require(.caller)
+        caller = try c.decode(Caller.self, forKey: .caller)
+        hasVideo = try c.decodeIfPresent(Bool.self, forKey: .hasVideo) ?? false
+        ringTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .ringTimeoutSeconds)
+        maxDurationSeconds = try c.decodeIfPresent(Int.self, forKey: .maxDurationSeconds)
+        attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes) ?? [:]
+    }
+
+    /// Decodes a request body; every failure is a 400 problem naming the field.
+    public static func decode(_ body: Data) throws(DispatchProblem) -> CallSubmission {
+        do {
+            return try ContractCoding.decode(CallSubmission.self, from: body)
+        } catch {
+            throw DispatchProblem.contract(error)
+        }
+    }
+
+    /// Checks dispatch's limits and builds the ring events (one per device, in request order).
+    ///
+    /// - Parameters:
+    ///   - callId: the call id to use (the submission's, or a generated one).
+    ///   - now: `requestedAt` of every event.
+    public func rings(callId: String, limits: DispatchLimits, apps: Set<String>, now: Date) throws(DispatchProblem) -> [RingRequest] {
+        guard !devices.isEmpty else { throw DispatchProblem.invalid("devices", "at least one device is required") }
+        guard devices.count <= limits.maxDevices else {
+            throw DispatchProblem.invalid("devices", "more than \(limits.maxDevices) devices", code: .tooManyDevices)
+        }
+        var seen = Set<String>()
+        for (index, device) in devices.enumerated() where !seen.insert(device.token).inserted {
+            throw DispatchProblem.invalid("devices[\(index)].token", "the same token appears twice")
+        }
+        let timeout = ringTimeoutSeconds ?? limits.defaultRingTimeoutSeconds
+        guard limits.ringTimeoutSeconds.contains(timeout) else {
+            throw DispatchProblem.invalid("ringTimeoutSeconds",
+                                          "must be between \(limits.ringTimeoutSeconds.lowerBound) and \(limits.ringTimeoutSeconds.upperBound)")
+        }
+        let requestedAt = ContractCoding.truncatedToMilliseconds(now)
+        var rings: [RingRequest] = []
+        for (index, device) in devices.enumerated() {
+            let ring = RingRequest(callId: callId, app: app, device: device, caller: caller, hasVideo: hasVideo,
+                                   requestedAt: requestedAt, ringDeadline: requestedAt.addingTimeInterval(Double(timeout)),
+                                   maxDurationSeconds: maxDurationSeconds, attributes: attributes)
+            try Self.check(ring, deviceIndex: index)
+            rings.append(ring)
+        }
+        // Known app last: a malformed name is reported as such by the contract check above.
+        guard apps.contains(app) else {
+            throw DispatchProblem.invalid("app", "unknown app \"\(app.prefix(64))\"", code: .unknownApp)
+        }
+        return rings
+    }
+
+    /// Runs the contract's own decoder over the event and the VoIP payload size check.
+    static func check(_ ring: RingRequest, deviceIndex: Int) throws(DispatchProblem) {
+        func mapped(_ error: ContractError) -> DispatchProblem {
+            var error = error
+            if error.path == "device" || error.path.hasPrefix("device.") {
+                error.path = "devices[\(deviceIndex)]" + error.path.dropFirst("device".count)
+            }
+            return DispatchProblem.contract(error)
+        }
+        do {
+            let data = try ContractCoding.encode(CallRequest.ring(ring))
+            _ = try CallRequest.decode(data)
+        } catch let error as ContractError {
+            throw mapped(error)
+        } catch {
+            throw DispatchProblem.invalid("", "the request cannot be encoded")
+        }
+        // The worker adds an ack token (43 characters of base64url) and the device key.
+        let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
+                                  ackToken: String(repeating: "A", count: 43))
+        do {
+            _ = try payload.encoded()
+        } catch {
+            throw mapped(error)
+        }
+    }
+
+    /// A digest of what the call asks for (everything but the call id), with the API key's name:
+    /// the same request again has the same fingerprint; a different one under the same id does not.
+    public func fingerprint(keyName: String, ringTimeoutSeconds effective: Int) -> [UInt8] {
+        var normalized = self
+        normalized.callId = nil
+        normalized.ringTimeoutSeconds = effective
+        let data = (try? ContractCoding.encode(normalized)) ?? Data()
+        var hasher = SHA256()
+        hasher.update(data: Array(keyName.utf8) + [0])
+        hasher.update(data: data)
+        return Array(hasher.finalize())
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeIfPresent(callId, forKey: .callId)
+        try c.encode(app, forKey: .app)
+        try c.encode(devices, forKey: .devices)
+        try c.encode(caller, forKey: .caller)
+        try c.encode(hasVideo, forKey: .hasVideo)
+        try c.encodeIfPresent(ringTimeoutSeconds, forKey: .ringTimeoutSeconds)
+        try c.encodeIfPresent(maxDurationSeconds, forKey: .maxDurationSeconds)
+        try c.encode(attributes, forKey: .attributes)
+    }
+}

@@ -1,0 +1,90 @@
+import CallContract
+import Foundation
+import Hummingbird
+import Kafka
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Builds a dispatch instance from its configuration: the services in start order (shutdown runs
+/// in reverse: the HTTP server stops before the view reader and the producer flushes).
+/// `dispatch`'s `@main`, `callpush dev` and the tests call this same builder.
+///
+/// ```swift
+/// let app = try DispatchApp(configuration: configuration, logger: logger)
+/// let group = ServiceGroup(services: app.services, logger: logger)
+/// // … once running: try await app.port() gives the bound port (useful with port 0)
+/// ```
+public final class DispatchApp: Sendable {
+    /// Run these in one `ServiceGroup`, in this order.
+    public let services: [any Service]
+    /// The API handlers (for embedding the router elsewhere).
+    public let api: DispatchAPI
+    public let view: StatusView
+    public let metrics: DispatchMetrics
+    private let boundPort: BoundPort
+
+    public init(configuration: DispatchConfiguration, logger: Logger) throws {
+        let metrics = DispatchMetrics()
+        let view = StatusView(window: configuration.viewWindow, capacity: configuration.viewCapacity)
+        let producer = try DispatchProducer(kafka: configuration.kafka, publishTimeout: configuration.publishTimeout,
+                                            retryAfterSeconds: configuration.retryAfterSeconds, metrics: metrics, logger: logger)
+        let webhooks = configuration.webhook.map { WebhookSender(configuration: $0, metrics: metrics, logger: logger) }
+        let reader = StatusViewReader(kafka: configuration.kafka, requestsTopic: configuration.requestsTopic,
+                                      statusTopic: configuration.statusTopic, window: configuration.viewWindow, view: view,
+                                      metrics: metrics, logger: logger) { status in
+            if let webhooks, view.call(status.callId)?.acceptedHere == true { webhooks.enqueue(status) }
+        }
+        let api = try DispatchAPI(configuration: configuration, view: view, publisher: producer, metrics: metrics, logger: logger,
+                                  isReady: { reader.isReady && producer.isHealthy })
+        self.api = api
+        self.view = view
+        self.metrics = metrics
+        let boundPort = BoundPort()
+        self.boundPort = boundPort
+        let http = Application(
+            router: api.router(),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "callpush-dispatch"),
+            onServerRunning: { channel in boundPort.set(channel.localAddress?.port ?? configuration.port) },
+            logger: logger)
+        var services: [any Service] = [producer, reader]
+        if let webhooks { services.append(webhooks) }
+        services.append(http)
+        self.services = services
+    }
+
+    /// The port the API listens on, once it does (waits until the server is running).
+    public func port() async -> Int {
+        await boundPort.wait()
+    }
+}
+
+/// The listening port, set once the server runs; waiters are resumed then.
+final class BoundPort: Sendable {
+    private struct State {
+        var port: Int?
+        var waiters: [CheckedContinuation<Int, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func set(_ port: Int) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int, Never>] in
+            state.port = port
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: port) }
+    }
+
+    func wait() async -> Int {
+        await withCheckedContinuation { continuation in
+            let port = state.withLock { state -> Int? in
+                if let port = state.port { return port }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let port { continuation.resume(returning: port) }
+        }
+    }
+}

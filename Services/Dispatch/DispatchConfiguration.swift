@@ -1,0 +1,84 @@
+import CallContract
+import Foundation
+import Kafka
+
+/// Request limits of the API (documented in docs/dispatch.md).
+public struct DispatchLimits: Sendable, Hashable {
+    /// Most devices one `POST /v1/calls` may ring. Default 10.
+    public var maxDevices = 10
+    /// Ring timeout when the request gives none. Default 30 s.
+    public var defaultRingTimeoutSeconds = 30
+    /// Allowed ring timeouts. Default 1…120 s.
+    public var ringTimeoutSeconds: ClosedRange<Int> = 1...120
+    /// Largest request body; larger bodies get 413. Default 64 KiB.
+    public var maxBodyBytes = 64 * 1024
+
+    public init() {}
+}
+
+/// Everything a dispatch instance needs, as a value (no environment access: see
+/// ``DispatchEnvironment`` for the environment reader, and `callpush dev` for an embedded use).
+public struct DispatchConfiguration: Sendable {
+    /// Brokers, client id and any librdkafka property.
+    public var kafka: KafkaConfiguration
+    public var requestsTopic = Topics.requests
+    public var statusTopic = Topics.status
+    /// Listen address of the HTTP API. Port 0 picks a free port (see ``DispatchApp/port()``).
+    public var host = "0.0.0.0"
+    public var port = 8080
+    /// App names a ring may name (the worker's apps file keys).
+    public var apps: Set<String>
+    /// Backend API keys; an empty list refuses every backend request.
+    public var apiKeys: [APIKey]
+    /// The ack-token secret shared with the workers (≥ 32 bytes).
+    public var ackSecret: [UInt8]
+    /// Written into the `worker` field of the `reported` / `suppressed` statuses dispatch publishes.
+    public var instanceID: String
+    public var limits = DispatchLimits()
+    /// How long `POST /v1/calls` (and DELETE, ack) waits for Kafka's acknowledgement before
+    /// answering 503. librdkafka's `message.timeout.ms` is set to this bound too, so an event that
+    /// was not acknowledged in time is not delivered long after the client was told 503. Default 5 s.
+    public var publishTimeout: Duration = .seconds(5)
+    /// `Retry-After` seconds on 503. Default 1.
+    public var retryAfterSeconds = 1
+    /// How long an answered `callId` is remembered for idempotent repeats. Default 10 min.
+    public var idempotencyWindow: Duration = .seconds(600)
+    /// Most remembered `callId`s (oldest forgotten first). Default 100,000.
+    public var idempotencyCapacity = 100_000
+    /// How far back the status view reads at start and how long a call stays in it after its
+    /// last change. Default 1 h.
+    public var viewWindow: Duration = .seconds(3_600)
+    /// Most calls in the status view (oldest forgotten first). Default 100,000.
+    public var viewCapacity = 100_000
+    /// Longest life of one SSE stream. Default 10 min.
+    public var eventStreamLimit: Duration = .seconds(600)
+    /// Optional status webhooks.
+    public var webhook: WebhookConfiguration?
+
+    public init(kafka: KafkaConfiguration, apps: Set<String>, apiKeys: [APIKey], ackSecret: [UInt8], instanceID: String = "dispatch") {
+        self.kafka = kafka
+        self.apps = apps
+        self.apiKeys = apiKeys
+        self.ackSecret = ackSecret
+        self.instanceID = instanceID
+    }
+}
+
+/// Where and how status webhooks are delivered.
+public struct WebhookConfiguration: Sendable, Hashable {
+    /// `http://host[:port]/path` (plain HTTP/1.1; put TLS in front with a sidecar or proxy).
+    public var url: URL
+    /// HMAC-SHA256 key for `X-Callpush-Signature`.
+    public var secret: [UInt8]
+    /// Most statuses waiting for delivery; beyond it new ones are dropped (counted). Default 10,000.
+    public var queueCapacity = 10_000
+    /// Attempts per status (exponential backoff 200 ms … 10 s). Default 5.
+    public var maxAttempts = 5
+    /// Bound on one POST. Default 5 s.
+    public var timeout: Duration = .seconds(5)
+
+    public init(url: URL, secret: [UInt8]) {
+        self.url = url
+        self.secret = secret
+    }
+}

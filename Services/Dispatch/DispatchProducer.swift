@@ -1,0 +1,124 @@
+import Foundation
+import Kafka
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Where dispatch publishes events: a seam so the HTTP layer can be tested without Kafka.
+public protocol EventPublishing: Sendable {
+    /// Publishes every record and returns once all were acknowledged: the partition each was
+    /// stored in, in order.
+    ///
+    /// - Throws: a 503 ``DispatchProblem`` when any record was not acknowledged within the bound.
+    func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32]
+}
+
+/// The idempotent Kafka producer behind dispatch, with every publish bounded by
+/// `publishTimeout` (librdkafka's `message.timeout.ms` is set to the same bound, so an event that
+/// was not acknowledged in time is dropped by librdkafka rather than delivered late).
+/// A producer that hits a fatal error is replaced by a new one.
+public final class DispatchProducer: EventPublishing, Service {
+    private let configuration: KafkaProducerConfiguration
+    private let publishTimeout: Duration
+    private let retryAfter: Int
+    private let logger: Logger
+    private let current: Mutex<KafkaProducer>
+    private let metrics: DispatchMetrics?
+
+    public init(kafka: KafkaConfiguration, publishTimeout: Duration, retryAfterSeconds: Int,
+                metrics: DispatchMetrics? = nil, logger: Logger) throws(KafkaError) {
+        var configuration = KafkaProducerConfiguration(kafka: kafka)
+        configuration.deliveryTimeout = publishTimeout
+        configuration.queueFullTimeout = publishTimeout
+        configuration.linger = .milliseconds(1)
+        configuration.flushTimeout = .seconds(5)
+        configuration.kafka.clientID = kafka.clientID + "-dispatch"
+        self.configuration = configuration
+        self.publishTimeout = publishTimeout
+        self.retryAfter = retryAfterSeconds
+        self.logger = logger
+        self.metrics = metrics
+        self.current = Mutex(try KafkaProducer(configuration: configuration, logger: logger))
+    }
+
+    /// True unless the producer hit a fatal error that could not be repaired.
+    public var isHealthy: Bool { current.withLock { $0.fatalError == nil } }
+
+    public func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {
+        let producer = currentProducer()
+        let outcome = await Self.bounded(publishTimeout + .milliseconds(500)) {
+            try await producer.send(records)
+        }
+        guard let results = outcome else {
+            throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge within \(publishTimeout)")
+        }
+        var partitions: [Int32] = []
+        do {
+            for result in try results.get() { partitions.append(try result.get().partition) }
+        } catch {
+            metrics?.publishFailure()
+            logger.warning("kafka publish failed", metadata: ["kafka.error": "\(error)", "events": "\(records.count)"])
+            if producer.fatalError != nil { replace(producer) }
+            throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge every event")
+        }
+        return partitions
+    }
+
+    /// Runs until graceful shutdown, then flushes and closes the producer.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await currentProducer().shutdown()
+    }
+
+    private func currentProducer() -> KafkaProducer { current.withLock { $0 } }
+
+    private func replace(_ broken: KafkaProducer) {
+        let fresh: KafkaProducer
+        do {
+            fresh = try KafkaProducer(configuration: configuration, logger: logger)
+        } catch {
+            logger.error("cannot recreate the kafka producer", metadata: ["kafka.error": "\(error)"])
+            return
+        }
+        let swapped = current.withLock { producer -> Bool in
+            guard producer === broken else { return false }
+            producer = fresh
+            return true
+        }
+        logger.error("kafka producer hit a fatal error; replaced it")
+        Task { await (swapped ? broken : fresh).shutdown() }
+    }
+
+    /// Runs `body` in its own task and returns its result, or nil when `bound` passes first (the
+    /// body keeps running to its own end; librdkafka bounds it by `message.timeout.ms`).
+    static func bounded<T: Sendable>(_ bound: Duration, _ body: @escaping @Sendable () async throws -> T) async -> Result<T, any Error>? {
+        let once = ResumeOnce<Result<T, any Error>?>()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
+            once.set(continuation)
+            let timer = Task {
+                try? await Task.sleep(for: bound)
+                guard !Task.isCancelled else { return }
+                once.resume(nil)
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                timer.cancel()
+                once.resume(result)
+            }
+        }
+    }
+}
+
+/// A continuation resumed by whichever of several racers comes first.
+final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<T, Never>?>(nil)
+
+    func set(_ continuation: CheckedContinuation<T, Never>) {
+        self.continuation.withLock { $0 = continuation }
+    }
+
+    func resume(_ value: T) {
+        continuation.withLock { $0.take() }?.resume(returning: value)
+    }
+}

@@ -1,0 +1,114 @@
+import CallContract
+import CallpushCore
+import Foundation
+import Hummingbird
+import Kafka
+import Logging
+import NIOHTTP1
+import ServiceLifecycle
+import Synchronization
+@testable import DispatchService
+
+let testSecret = Array(repeating: UInt8(42), count: 32)
+let testKey = "cpk_test-key-0123456789"
+let testAuth = ["Authorization": "Bearer \(testKey)", "Content-Type": "application/json"]
+
+/// Quiet unless DISPATCH_TEST_LOG names a level.
+let quietLogger: Logger = {
+    var logger = Logger(label: "dispatch-tests")
+    logger.logLevel = ProcessInfo.processInfo.environment["DISPATCH_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+    return logger
+}()
+
+func hexToken(_ seed: Int, digits: Int = 64) -> String {
+    let base = String(seed, radix: 16)
+    return String((String(repeating: "0", count: digits) + base).suffix(digits))
+}
+
+/// A ring body as a backend would send it.
+func ringBody(callId: String? = CallID.make(), tokens: [String] = [hexToken(0xabc)], app: String = "rider",
+              ringTimeoutSeconds: Int? = nil, attributes: [String: String] = ["rideId": "R-1"]) -> [String: Any] {
+    var body: [String: Any] = [
+        "app": app,
+        "devices": tokens.enumerated().map { ["token": $1, "environment": "sandbox", "id": "dev-\($0)"] },
+        "caller": ["handle": "driver-1", "displayName": "Driver"],
+        "hasVideo": false,
+        "attributes": attributes,
+    ]
+    if let callId { body["callId"] = callId }
+    if let ringTimeoutSeconds { body["ringTimeoutSeconds"] = ringTimeoutSeconds }
+    return body
+}
+
+func json(_ object: Any) -> Data {
+    (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+}
+
+/// Records what would have been published; can be told to fail like an unreachable Kafka.
+final class RecordingPublisher: EventPublishing {
+    let records = Mutex<[KafkaProducerRecord]>([])
+    let failing = Atomic<Bool>(false)
+
+    func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {
+        if failing.load(ordering: .relaxed) { throw DispatchProblem.unavailable(retryAfter: 1, detail: "test: Kafka down") }
+        self.records.withLock { $0.append(contentsOf: records) }
+        return records.map { $0.partition ?? 0 }
+    }
+
+    var count: Int { records.withLock { $0.count } }
+}
+
+func testConfiguration(kafka: KafkaConfiguration = KafkaConfiguration(bootstrapServers: ["127.0.0.1:1"]),
+                       rate: Double = 1_000) -> DispatchConfiguration {
+    var configuration = DispatchConfiguration(kafka: kafka, apps: ["rider"],
+                                              apiKeys: [APIKey(name: "test", plaintext: testKey, ratePerSecond: rate)],
+                                              ackSecret: testSecret, instanceID: "dispatch-test")
+    configuration.host = "127.0.0.1"
+    configuration.port = 0
+    configuration.limits.maxBodyBytes = 16 * 1024
+    configuration.eventStreamLimit = .seconds(5)
+    return configuration
+}
+
+/// The API's real HTTP server on port 0 with a recording publisher (no Kafka).
+struct APIHarness {
+    let api: DispatchAPI
+    let publisher: RecordingPublisher
+    let port: Int
+
+    static func with(_ configuration: DispatchConfiguration = testConfiguration(),
+                     _ body: (APIHarness) async throws -> Void) async throws {
+        let publisher = RecordingPublisher()
+        let view = StatusView(window: .seconds(600), capacity: 1_000)
+        let api = try DispatchAPI(configuration: configuration, view: view, publisher: publisher, metrics: DispatchMetrics(),
+                                  logger: quietLogger, isReady: { true })
+        let (portStream, portContinuation) = AsyncStream<Int>.makeStream()
+        let app = Application(router: api.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                              onServerRunning: { channel in
+                                  portContinuation.yield(channel.localAddress?.port ?? 0)
+                                  portContinuation.finish()
+                              }, logger: quietLogger)
+        let group = ServiceGroup(services: [app], logger: quietLogger)
+        let running = Task { try await group.run() }
+        var iterator = portStream.makeAsyncIterator()
+        let port = await iterator.next() ?? 0
+        let harness = APIHarness(api: api, publisher: publisher, port: port)
+        do {
+            try await body(harness)
+        } catch {
+            await group.triggerGracefulShutdown()
+            _ = await running.result
+            throw error
+        }
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+    }
+
+    func post(_ path: String, _ body: Data, headers: [String: String] = testAuth) async throws -> HTTPAnswer {
+        try await TestHTTPClient.request(.POST, port: port, path: path, headers: headers, body: body)
+    }
+
+    func get(_ path: String, headers: [String: String] = testAuth) async throws -> HTTPAnswer {
+        try await TestHTTPClient.request(.GET, port: port, path: path, headers: headers)
+    }
+}

@@ -1,0 +1,178 @@
+import CallContract
+import CallpushCore
+import Foundation
+import Testing
+@testable import DispatchService
+
+/// Bad input through the real HTTP server: each case gets problem+json with its status and the
+/// failing field, and nothing is published.
+@Suite struct APIValidationTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var body: @Sendable () -> Data
+        var status: Int
+        var code: String
+        var field: String?
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "malformed JSON", body: { Data("{\"app\": ".utf8) }, status: 400, code: "malformed-json", field: nil),
+        Case(name: "missing app", body: { var b = ringBody(); b["app"] = nil; return json(b) }, status: 400, code: "missing-field", field: "app"),
+        Case(name: "missing devices", body: { var b = ringBody(); b["devices"] = nil; return json(b) }, status: 400, code: "missing-field", field: "devices"),
+        Case(name: "missing caller handle", body: { var b = ringBody(); b["caller"] = ["displayName": "x"]; return json(b) },
+             status: 400, code: "missing-field", field: "caller.handle"),
+        Case(name: "wrong-typed hasVideo", body: { var b = ringBody(); b["hasVideo"] = "yes"; return json(b) }, status: 400, code: "wrong-type", field: "hasVideo"),
+        Case(name: "wrong-typed devices", body: { var b = ringBody(); b["devices"] = "abc"; return json(b) }, status: 400, code: "wrong-type", field: "devices"),
+        Case(name: "wrong-typed ring timeout", body: { var b = ringBody(); b["ringTimeoutSeconds"] = "30"; return json(b) },
+             status: 400, code: "wrong-type", field: "ringTimeoutSeconds"),
+        Case(name: "token not hex", body: { json(ringBody(tokens: [hexToken(1), String(repeating: "zz", count: 32)])) },
+             status: 400, code: "invalid-value", field: "devices[1].token"),
+        Case(name: "token wrong length", body: { json(ringBody(tokens: [String(repeating: "ab", count: 10)])) },
+             status: 400, code: "invalid-value", field: "devices[0].token"),
+        Case(name: "unknown app", body: { json(ringBody(app: "taxi")) }, status: 400, code: "unknown-app", field: "app"),
+        Case(name: "unknown environment", body: {
+            var b = ringBody(); b["devices"] = [["token": hexToken(2), "environment": "staging"]]; return json(b)
+        }, status: 400, code: "invalid-value", field: "devices[0].environment"),
+        Case(name: "ring timeout too short", body: { json(ringBody(ringTimeoutSeconds: 0)) }, status: 400, code: "invalid-value", field: "ringTimeoutSeconds"),
+        Case(name: "ring timeout too long", body: { json(ringBody(ringTimeoutSeconds: 121)) }, status: 400, code: "invalid-value", field: "ringTimeoutSeconds"),
+        Case(name: "payload over 5120 bytes", body: {
+            json(ringBody(attributes: Dictionary(uniqueKeysWithValues: (0..<6).map { ("k\($0)", String(repeating: "v", count: 1000)) })))
+        }, status: 400, code: "payload-too-large", field: "attributes"),
+        Case(name: "too many devices", body: { json(ringBody(tokens: (0..<11).map { hexToken(100 + $0) })) },
+             status: 400, code: "too-many-devices", field: "devices"),
+        Case(name: "callId not a UUID", body: { json(ringBody(callId: "call-1")) }, status: 400, code: "invalid-value", field: "callId"),
+        Case(name: "body too large", body: { json(ringBody(attributes: ["big": String(repeating: "x", count: 20_000)])) },
+             status: 413, code: "body-too-large", field: nil),
+    ]
+
+    @Test(arguments: cases)
+    func badRingIsRefusedWithItsStatusAndFieldAndNothingIsPublished(_ testCase: Case) async throws {
+        try await APIHarness.with { h in
+            let answer = try await h.post("/v1/calls", testCase.body())
+            #expect(answer.status == testCase.status, "\(answer.text)")
+            #expect(answer.contentType == "application/problem+json")
+            let problem = answer.json
+            #expect(problem["type"] as? String == "https://callpush.dev/problems/\(testCase.code)")
+            #expect(problem["status"] as? Int == testCase.status)
+            #expect(problem["field"] as? String == testCase.field)
+            #expect((problem["detail"] as? String)?.isEmpty == false)
+            #expect(h.publisher.count == 0, "nothing is published for a rejected request")
+        }
+    }
+
+    @Test func missingOrBadAPIKeyIsRefused() async throws {
+        try await APIHarness.with { h in
+            let body = json(ringBody())
+            let missing = try await h.post("/v1/calls", body, headers: ["Content-Type": "application/json"])
+            #expect(missing.status == 401)
+            #expect(missing.headers["www-authenticate"]?.hasPrefix("Bearer") == true)
+            let wrong = try await h.post("/v1/calls", body, headers: ["Authorization": "Bearer not-the-key"])
+            #expect(wrong.status == 401)
+            #expect(wrong.json["type"] as? String == "https://callpush.dev/problems/unauthorized")
+            let basic = try await h.get("/v1/calls/\(CallID.make())", headers: ["Authorization": "Basic \(testKey)"])
+            #expect(basic.status == 401)
+            #expect(h.publisher.count == 0)
+        }
+    }
+
+    @Test func rateLimitAnswers429WithRetryAfter() async throws {
+        var configuration = testConfiguration()
+        configuration.apiKeys = [APIKey(name: "slow", plaintext: testKey, ratePerSecond: 0.5, burst: 2)]
+        try await APIHarness.with(configuration) { h in
+            var statuses: [Int] = []
+            var retryAfter: String?
+            for _ in 0..<3 {
+                let answer = try await h.post("/v1/calls", json(ringBody()))
+                statuses.append(answer.status)
+                if answer.status == 429 { retryAfter = answer.headers["retry-after"] }
+            }
+            #expect(statuses == [202, 202, 429])
+            #expect(Int(retryAfter ?? "") ?? 0 >= 1)
+            #expect(h.publisher.count == 2, "the limited request published nothing")
+        }
+    }
+
+    @Test func unknownCallIs404() async throws {
+        try await APIHarness.with { h in
+            let answer = try await h.get("/v1/calls/\(CallID.make())")
+            #expect(answer.status == 404)
+            #expect(answer.json["type"] as? String == "https://callpush.dev/problems/not-found")
+            let events = try await h.get("/v1/calls/\(CallID.make())/events")
+            #expect(events.status == 404)
+            let notUUID = try await h.get("/v1/calls/not-a-uuid")
+            #expect(notUUID.status == 400)
+            #expect(notUUID.json["field"] as? String == "callId")
+        }
+    }
+
+    @Test func sameBodyAgainGetsTheSameAnswerAndADifferentBodyGets409() async throws {
+        try await APIHarness.with { h in
+            let callId = CallID.make()
+            let first = try await h.post("/v1/calls", json(ringBody(callId: callId, tokens: [hexToken(1), hexToken(2)])))
+            #expect(first.status == 202)
+            let again = try await h.post("/v1/calls", json(ringBody(callId: callId, tokens: [hexToken(1), hexToken(2)])))
+            #expect(again.status == 202)
+            #expect(again.body == first.body, "the same answer, byte for byte")
+            #expect(h.publisher.count == 2, "one event per device, published once")
+            let conflicting = try await h.post("/v1/calls", json(ringBody(callId: callId, tokens: [hexToken(3)])))
+            #expect(conflicting.status == 409)
+            #expect(conflicting.json["field"] as? String == "callId")
+            #expect(h.publisher.count == 2)
+        }
+    }
+
+    @Test func unacknowledgedPublishIs503WithRetryAfterAndARetryWithTheSameIdSucceeds() async throws {
+        try await APIHarness.with { h in
+            let callId = CallID.make()
+            h.publisher.failing.store(true, ordering: .relaxed)
+            let refused = try await h.post("/v1/calls", json(ringBody(callId: callId)))
+            #expect(refused.status == 503)
+            #expect(refused.headers["retry-after"] == "1")
+            h.publisher.failing.store(false, ordering: .relaxed)
+            let retried = try await h.post("/v1/calls", json(ringBody(callId: callId)))
+            #expect(retried.status == 202)
+            #expect(retried.json["callId"] as? String == callId)
+        }
+    }
+
+    @Test func ackWithAWrongTokenIsRefusedAndPublishesNothing() async throws {
+        try await APIHarness.with { h in
+            let callId = CallID.make()
+            let deviceKey = DeviceKey.make(token: hexToken(7))
+            let otherCall = try AckTokenSigner(secret: testSecret).token(callId: CallID.make(), deviceKey: deviceKey)
+            for token in [otherCall, "garbage", String(repeating: "A", count: 43)] {
+                let answer = try await h.post("/v1/calls/\(callId)/ack",
+                                              json(["deviceKey": deviceKey, "ackToken": token, "outcome": "reported"]), headers: [:])
+                #expect(answer.status == 403)
+                #expect(answer.json["field"] as? String == "ackToken")
+            }
+            #expect(h.publisher.count == 0)
+            let missingError = try await h.post("/v1/calls/\(callId)/ack", json([
+                "deviceKey": deviceKey, "ackToken": try AckTokenSigner(secret: testSecret).token(callId: callId, deviceKey: deviceKey),
+                "outcome": "suppressed",
+            ]), headers: [:])
+            #expect(missingError.status == 400)
+            #expect(missingError.json["field"] as? String == "error")
+        }
+    }
+
+    @Test func ackWithTheRightTokenPublishesTheDeviceReport() async throws {
+        try await APIHarness.with { h in
+            let callId = CallID.make()
+            let deviceKey = DeviceKey.make(token: hexToken(8))
+            let token = try AckTokenSigner(secret: testSecret).token(callId: callId, deviceKey: deviceKey)
+            let answer = try await h.post("/v1/calls/\(callId)/ack", json([
+                "deviceKey": deviceKey, "ackToken": token, "outcome": "suppressed",
+                "error": ["code": "filteredByDoNotDisturb", "domain": "com.apple.CallKit.error.incomingcall"],
+            ]), headers: [:])
+            #expect(answer.status == 202)
+            let record = try #require(h.publisher.records.withLock { $0.first })
+            #expect(record.topic == Topics.status)
+            let status = try CallStatus.decode(Data(record.value))
+            #expect(status.state == .suppressed)
+            #expect(status.error?.code == "filteredByDoNotDisturb")
+            #expect(status.worker == "dispatch-test")
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import APNs
+import APNsSimulator
+import CallContract
+import CallpushCore
+import Foundation
+import Kafka
+import Logging
+import PushWorker
+import ServiceLifecycle
+import Testing
+@testable import DispatchService
+
+/// An embedded cluster with its own topics and a dispatch instance (real HTTP on port 0) on it.
+final class DispatchTestbed: Sendable {
+    let cluster: EmbeddedKafkaCluster
+    let topics: (requests: String, status: String, dlq: String)
+    let app: DispatchApp
+    let port: Int
+    private let group: ServiceGroup
+    private let running: Task<Void, any Error>
+
+    static let fastProperties = [
+        "topic.metadata.refresh.interval.ms": "1000",
+        "fetch.wait.max.ms": "20",
+        "auto.commit.interval.ms": "200",
+        "reconnect.backoff.ms": "50",
+        "reconnect.backoff.max.ms": "500",
+    ]
+
+    static func kafka(_ cluster: EmbeddedKafkaCluster, _ clientID: String) -> KafkaConfiguration {
+        KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: clientID, properties: fastProperties)
+    }
+
+    private init(partitions: Int, configure: (inout DispatchConfiguration) -> Void) async throws {
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        topics = ("requests-\(suffix)", "status-\(suffix)", "dlq-\(suffix)")
+        cluster = try EmbeddedKafkaCluster(brokers: 3, logger: quietLogger)
+        try cluster.createTopic(topics.requests, partitions: partitions)
+        try cluster.createTopic(topics.status, partitions: partitions)
+        try cluster.createTopic(topics.dlq, partitions: 1)
+        var configuration = testConfiguration(kafka: Self.kafka(cluster, "dispatch"))
+        configuration.requestsTopic = topics.requests
+        configuration.statusTopic = topics.status
+        configure(&configuration)
+        app = try DispatchApp(configuration: configuration, logger: quietLogger)
+        group = ServiceGroup(services: app.services, logger: quietLogger)
+        let group = self.group
+        running = Task { try await group.run() }
+        port = await app.port()
+    }
+
+    static func with(partitions: Int = 3, configure: (inout DispatchConfiguration) -> Void = { _ in },
+                     _ body: (DispatchTestbed) async throws -> Void) async throws {
+        let bed = try await DispatchTestbed(partitions: partitions, configure: configure)
+        do {
+            try await bed.waitReady()
+            try await body(bed)
+        } catch {
+            await bed.close()
+            throw error
+        }
+        await bed.close()
+    }
+
+    private func close() async {
+        await group.triggerGracefulShutdown()
+        _ = await running.result
+        await cluster.shutdown()
+    }
+
+    func waitReady() async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if try await get("/readyz").status == 200 { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("dispatch not ready in 30 s")
+    }
+
+    func post(_ path: String, _ body: Data, headers: [String: String] = testAuth) async throws -> HTTPAnswer {
+        try await TestHTTPClient.request(.POST, port: port, path: path, headers: headers, body: body)
+    }
+
+    func get(_ path: String, headers: [String: String] = testAuth, timeout: Duration = .seconds(30)) async throws -> HTTPAnswer {
+        try await TestHTTPClient.request(.GET, port: port, path: path, headers: headers, timeout: timeout)
+    }
+
+    func delete(_ path: String) async throws -> HTTPAnswer {
+        try await TestHTTPClient.request(.DELETE, port: port, path: path, headers: testAuth)
+    }
+
+    /// Polls `GET /v1/calls/{id}` until `done` holds for its JSON (bounded).
+    func waitForCall(_ callId: String, seconds: Double = 30, until done: ([String: Any]) -> Bool) async throws -> [String: Any] {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        var last: [String: Any] = [:]
+        while ContinuousClock.now < deadline {
+            let answer = try await get("/v1/calls/\(callId)")
+            if answer.status == 200 {
+                last = answer.json
+                if done(last) { return last }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("call \(callId) did not reach the expected state in \(seconds) s: \(last)")
+        return last
+    }
+
+    /// Every record on `topic` (all partitions) from the beginning, read for up to `seconds` or until `count`.
+    func readAll(_ topic: String, partitions: Int, count: Int, seconds: Double) async throws -> [KafkaConsumerMessage] {
+        let consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: Self.kafka(cluster, "reader"), mode: .manual),
+                                         logger: quietLogger)
+        try await consumer.assign((0..<Int32(partitions)).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            await consumer.shutdown()
+        }
+        var messages: [KafkaConsumerMessage] = []
+        for try await message in consumer.messages {
+            messages.append(message)
+            if messages.count >= count { break }
+        }
+        timer.cancel()
+        await consumer.shutdown()
+        return messages
+    }
+
+    // MARK: A worker delivering to the APNs simulator
+
+    struct Worker {
+        let simulator: APNsSimulator
+        let client: APNSClient
+        let group: ServiceGroup
+        let task: Task<Void, any Error>
+    }
+
+    func startWorker() async throws -> Worker {
+        let key = APNsSimulatorTestKey()
+        var simulatorConfiguration = APNsSimulatorConfiguration()
+        simulatorConfiguration.tokenKeys = [key.tokenKey]
+        simulatorConfiguration.adminPort = nil
+        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: quietLogger)
+        try await simulator.start()
+        var clientConfiguration = APNSClientConfiguration()
+        let endpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
+        clientConfiguration.productionEndpoint = endpoint
+        clientConfiguration.sandboxEndpoint = endpoint
+        clientConfiguration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
+        clientConfiguration.trustOnlyAdditionalCAs = true
+        clientConfiguration.requestTimeout = .seconds(2)
+        let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
+        let client = try APNSClient(configuration: clientConfiguration,
+                                    apps: ["rider": APNSApp(bundleID: "com.example.rider", credentials: .token(signingKey))],
+                                    logger: quietLogger)
+        var configuration = PushWorkerConfiguration(kafka: Self.kafka(cluster, "worker"), workerID: "worker-a")
+        configuration.groupID = "workers-\(topics.requests)"
+        configuration.requestsTopic = topics.requests
+        configuration.statusTopic = topics.status
+        configuration.deadLetterTopic = topics.dlq
+        configuration.sessionTimeout = .seconds(6)
+        configuration.heartbeatInterval = .milliseconds(300)
+        configuration.drainTimeout = .seconds(3)
+        configuration.rebuildTimeout = .seconds(10)
+        configuration.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300), maxAttempts: 1_000)
+        let worker = try PushWorkerService(configuration: configuration, sender: APNsPushSender(client: client), apps: ["rider"],
+                                           ackTokens: try AckTokenSigner(secret: testSecret), logger: quietLogger)
+        let group = ServiceGroup(services: [client, worker], logger: quietLogger)
+        let task = Task { try await group.run() }
+        return Worker(simulator: simulator, client: client, group: group, task: task)
+    }
+
+    func stop(_ worker: Worker) async {
+        await worker.group.triggerGracefulShutdown()
+        _ = await worker.task.result
+        await worker.simulator.stop()
+    }
+}
