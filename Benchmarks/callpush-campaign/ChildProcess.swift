@@ -1,5 +1,8 @@
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One run of a child program (simulator, dispatch, a push-worker) with its output in a log file.
 ///
@@ -31,14 +34,18 @@ final class ChildProcess: Sendable {
     let name: String
     let pid: Int32
     let logPath: String
-    private let state = Mutex(State())
+    /// A class around the lock so the termination handler can hold it before `self` exists.
+    private final class StateBox: Sendable {
+        let mutex = Mutex(State())
+    }
+    private let box = StateBox()
 
     /// Starts `executable` with `arguments` and extra environment, output appended to `logPath`.
     init(name: String, executable: String, arguments: [String], environment: [String: String], logPath: String) throws {
         self.name = name
         self.logPath = logPath
         if !FileManager.default.fileExists(atPath: logPath) {
-            FileManager.default.createFile(atPath: logPath, contents: nil)
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }
         guard let log = FileHandle(forWritingAtPath: logPath) else {
             throw CampaignError("cannot open log file \(logPath)")
@@ -51,43 +58,44 @@ final class ChildProcess: Sendable {
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
-        let state = self.state
+        let box = self.box
         process.terminationHandler = { finished in
             let exit: Exit = finished.terminationReason == .uncaughtSignal
                 ? .signal(finished.terminationStatus) : .status(finished.terminationStatus)
-            let waiters = state.withLock { state -> [CheckedContinuation<Exit?, Never>] in
+            let waiters = box.mutex.withLock { state -> [CheckedContinuation<Exit?, Never>] in
                 state.exit = exit
                 defer { state.waiters = [:] }
                 return Array(state.waiters.values)
             }
             for waiter in waiters { waiter.resume(returning: exit) }
         }
+        defer { try? log.close() }  // the child has its own copy
         try process.run()
         self.pid = process.processIdentifier
     }
 
     /// How the run ended, `nil` while it runs.
-    var exit: Exit? { state.withLock { $0.exit } }
+    var exit: Exit? { box.mutex.withLock { $0.exit } }
     /// Whether the campaign ended this run on purpose.
-    var intent: Intent { state.withLock { $0.intent } }
+    var intent: Intent { box.mutex.withLock { $0.intent } }
 
     /// Sends SIGKILL (the campaign's "worker crash").
     func kill() {
-        state.withLock { $0.intent = .killed }
-        _ = Foundation.kill(pid, SIGKILL)
+        box.mutex.withLock { $0.intent = .killed }
+        _ = Glibc.kill(pid, SIGKILL)
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the exit; SIGKILL after that.
     @discardableResult
     func stop(timeout: Duration) async -> Exit? {
-        let alreadyEnded = state.withLock { state -> Bool in
+        let alreadyEnded = box.mutex.withLock { state -> Bool in
             if state.exit == nil { state.intent = .stopped }
             return state.exit != nil
         }
         if alreadyEnded { return exit }
-        _ = Foundation.kill(pid, SIGTERM)
+        _ = Glibc.kill(pid, SIGTERM)
         if let exit = await waitForExit(timeout: timeout) { return exit }
-        _ = Foundation.kill(pid, SIGKILL)
+        _ = Glibc.kill(pid, SIGKILL)
         return await waitForExit(timeout: .seconds(5))
     }
 
@@ -96,12 +104,12 @@ final class ChildProcess: Sendable {
         let id = UUID()
         let timer = Task {
             try? await Task.sleep(for: timeout)
-            let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+            let waiter = self.box.mutex.withLock { $0.waiters.removeValue(forKey: id) }
             waiter?.resume(returning: nil)
         }
         defer { timer.cancel() }
         return await withCheckedContinuation { (continuation: CheckedContinuation<Exit?, Never>) in
-            let ended = state.withLock { state -> Exit? in
+            let ended = box.mutex.withLock { state -> Exit? in
                 if let exit = state.exit { return exit }
                 state.waiters[id] = continuation
                 return nil

@@ -41,9 +41,9 @@ struct ProcessSeries: Sendable {
         let fds = samples.map(\.sample.fds)
         let baseline = samples.first(where: { $0.at >= warmUp })?.sample
         func mib(_ kib: Int?) -> String { kib.map { String(format: "%.1f", Double($0) / 1024) } ?? "-" }
-        return String(format: "%-16@ %6@ %8@ %8@ %8@ %5@ %5@ %5@ %5@", name as NSString,
-                      mib(rss.first) as NSString, mib(baseline?.rssKiB) as NSString, mib(rss.last) as NSString,
-                      mib(rss.max()) as NSString, "\(fds.first ?? -1)" as NSString, "\(baseline?.fds ?? -1)" as NSString,
-                      "\(fds.last ?? -1)" as NSString, "\(fds.max() ?? -1)" as NSString)
+        func pad(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - text.count)) + text }
+        let name = self.name + String(repeating: " ", count: max(0, 16 - self.name.count))
+        return name + pad(mib(rss.first), 7) + pad(mib(baseline?.rssKiB), 8) + pad(mib(rss.last), 8) + pad(mib(rss.max()), 8)
+            + pad("\(fds.first ?? -1)", 11) + pad("\(baseline?.fds ?? -1)", 5) + pad("\(fds.last ?? -1)", 5) + pad("\(fds.max() ?? -1)", 6)
     }
 }

@@ -78,9 +78,9 @@ struct Soak: AsyncParsableCommand {
         let sentRate = steady.isEmpty ? 0 : Double(steady.reduce(0) { $0 + $1.sent }) / Double(steady.reduce(0) { $0 + $1.to - $1.from })
         if sentRate < rate * 0.8 { problems.append(String(format: "steady sent rate %.1f/s < 0.8 × offered %.0f/s", sentRate, rate)) }
         for problem in problems { print("  SOAK PROBLEM: \(problem)") }
-        print(String(format: "soak seconds=%d rate=%.0f accepted=%d refused=%d lost=%d steady_sent_per_s=%.1f p99_ms=%d crashed=%d result=%@",
-                     seconds, rate, verdict.accepted, verdict.refused, verdict.lost.count, sentRate, Int(verdict.p99Ms.rounded()),
-                     crashes.count, (problems.isEmpty ? "pass" : "FAIL") as NSString))
+        print("soak seconds=\(seconds) rate=\(Int(rate)) accepted=\(verdict.accepted) refused=\(verdict.refused) "
+            + "lost=\(verdict.lost.count) " + String(format: "steady_sent_per_s=%.1f", sentRate)
+            + " p99_ms=\(Int(verdict.p99Ms.rounded())) crashed=\(crashes.count) result=\(problems.isEmpty ? "pass" : "FAIL")")
         if !problems.isEmpty { throw ExitCode(1) }
     }
 }
