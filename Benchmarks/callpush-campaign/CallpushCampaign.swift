@@ -19,7 +19,7 @@ struct StackOptions: ParsableArguments {
     @Option(help: "Working directory for keys, config files and process logs (default: a new temporary one).")
     var workDir: String?
     @Option(help: "Number of push-workers.") var workers = 3
-    @Option(help: "Log level of this process (the cluster and the observer).") var logLevel = "error"
+    @Option(help: "Log level of this process (the cluster and the observer).") var logLevel = "critical"
 
     func makeDirectory(_ prefix: String) -> String {
         workDir ?? (NSTemporaryDirectory() + "\(prefix)-\(ProcessInfo.processInfo.processIdentifier)-\(Int(Date().timeIntervalSince1970))")

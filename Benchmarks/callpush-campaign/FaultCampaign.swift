@@ -81,6 +81,11 @@ struct FaultCampaign: AsyncParsableCommand {
         for line in verdict.conflicting.prefix(10) { print("  CONFLICTING outcomes: \(line)") }
         for line in verdict.missingFromDLQ { print("  NOT IN DLQ: \(line)") }
         for line in verdict.crashes { print("  CRASH: \(line)") }
+        if !verdict.notSent.isEmpty {
+            let path = "\(directory)/not-sent.txt"
+            _ = FileManager.default.createFile(atPath: path, contents: Data(verdict.notSent.joined(separator: "\n").utf8))
+            print("  status history of the \(verdict.notSent.count) deliveries not sent: \(path)")
+        }
         print("  logs: \(directory)")
         print(verdict.summaryLine)
     }

@@ -116,10 +116,11 @@ final class FaultPlan: Sendable {
 
     private func step(_ kind: String, _ body: () async throws -> Void) async {
         let at = Date()
+        let elapsed = stack.elapsed
         do {
             try await body()
             injected.withLock { $0.append(Injected(at: at, kind: kind)) }
-            print("  [\(String(format: "%6.1f", stack.elapsed))s] fault: \(kind)")
+            print("  [\(String(format: "%6.1f", elapsed))s] fault: \(kind)")
         } catch {
             problems.withLock { $0.append("\(kind): \(error)") }
             print("  fault \(kind) could not be injected: \(error)")

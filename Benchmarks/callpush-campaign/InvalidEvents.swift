@@ -13,6 +13,7 @@ struct InvalidEvents: Sendable {
     /// A fresh batch; `tag` keeps batches apart.
     static func batch(tag: String) -> [Event] {
         let now = ISO8601DateFormatter().string(from: Date())
+        let deadline = ISO8601DateFormatter().string(from: Date().addingTimeInterval(60))
         let token = CampaignFiles.randomHex(32)
         func ring(_ fields: String) -> [UInt8] { Array(fields.utf8) }
         let bigAttributes = (0..<80).map { "\"a\($0)\":\"\(String(repeating: "x", count: 90))\"" }.joined(separator: ",")
@@ -23,12 +24,12 @@ struct InvalidEvents: Sendable {
             ("bad-token", ring("""
                 {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(CampaignFiles.app)",\
                 "device":{"token":"zz\(tag)","environment":"sandbox"},"caller":{"handle":"x"},\
-                "requestedAt":"\(now)","ringDeadline":"\(now)","replay":0}
+                "requestedAt":"\(now)","ringDeadline":"\(deadline)","replay":0}
                 """)),
             ("oversized-payload", ring("""
                 {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(CampaignFiles.app)",\
                 "device":{"token":"\(token)","environment":"sandbox"},"caller":{"handle":"x"},\
-                "requestedAt":"\(now)","ringDeadline":"\(now)","replay":0,"attributes":{\(bigAttributes)}}
+                "requestedAt":"\(now)","ringDeadline":"\(deadline)","replay":0,"attributes":{\(bigAttributes)}}
                 """)),
             ("oversized-garbage", Array(("campaign \(tag) " + String(repeating: "\u{1F4DE}garbage", count: 30_000)).utf8)),
             ("binary", (0..<512).map { _ in UInt8.random(in: 0...255) }),

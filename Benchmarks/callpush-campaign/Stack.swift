@@ -22,6 +22,8 @@ final class Stack: Sendable {
     var elapsed: Double { (ContinuousClock.now - started).seconds }
     /// Every run of every child, by name (a restarted worker has two runs).
     private let runs = Mutex<[String: [ChildProcess]]>([:])
+    /// The next unused token key (one per worker run; see ``CampaignFiles``).
+    private let nextKey = Mutex(0)
 
     var adminURL: String { "http://127.0.0.1:\(adminPort)/admin" }
     var dispatchURL: String { "http://127.0.0.1:\(dispatchPort)" }
@@ -29,7 +31,7 @@ final class Stack: Sendable {
 
     init(workers: Int, directory: String, binDirectory: String, logger: Logger) throws {
         self.binDirectory = binDirectory
-        files = try CampaignFiles(directory: directory)
+        files = try CampaignFiles(directory: directory, keys: workers + 16)
         cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
         try cluster.createTopic(Topics.requests, partitions: Self.partitions)
         try cluster.createTopic(Topics.status, partitions: Self.partitions)
@@ -47,7 +49,7 @@ final class Stack: Sendable {
         ["CALLPUSH_KAFKA_BOOTSTRAP": cluster.bootstrapServers,
          "CALLPUSH_KAFKA_FETCH_WAIT_MAX_MS": "10",
          "CALLPUSH_KAFKA_TOPIC_METADATA_REFRESH_INTERVAL_MS": "1000",
-         "CALLPUSH_APPS_FILE": files.appsFile,
+         "CALLPUSH_APPS_FILE": files.appsFiles[0],
          "CALLPUSH_ACK_SECRET_FILE": files.ackSecretFile,
          "CALLPUSH_LOG_LEVEL": "warning"]
     }
@@ -63,9 +65,8 @@ final class Stack: Sendable {
     func startSimulator() async throws {
         let process = try launch("apns-simulator", program: "apns-simulator", arguments: [
             "--host", "127.0.0.1", "--port", "\(simulatorPort)", "--admin-port", "\(adminPort)",
-            "--write-ca", files.caFile, "--token-key", files.tokenKeyArgument, "--log-level", "warning",
-            "--max-recorded", "1000000",
-        ], environment: [:])
+            "--write-ca", files.caFile, "--log-level", "warning", "--max-recorded", "1000000",
+        ] + files.tokenKeyArguments, environment: [:])
         try await http.waitUntilOK("\(adminURL)/stats", timeout: .seconds(60)) { process.exit == nil }
     }
 
@@ -92,6 +93,12 @@ final class Stack: Sendable {
         environment["CALLPUSH_HTTP_HOST"] = "127.0.0.1"
         environment["CALLPUSH_HTTP_PORT"] = "\(workerPorts[index])"
         environment["CALLPUSH_WORKER_ID"] = Self.workerName(index)
+        let key = nextKey.withLock { next -> Int in
+            defer { next += 1 }
+            return next
+        }
+        guard key < files.appsFiles.count else { throw CampaignError("no unused token key left for another worker run") }
+        environment["CALLPUSH_APPS_FILE"] = files.appsFiles[key]
         _ = try launch(Self.workerName(index), program: "push-worker", arguments: [], environment: environment)
     }
 

@@ -11,6 +11,8 @@ struct Verdict: Sendable {
     var deliveries = 0
     var lost: [String] = []
     var conflicting: [String] = []
+    /// Status history of every accepted delivery whose outcome is not `sent` (written to outcomes.txt).
+    var notSent: [String] = []
     var outcomes: [String: Int] = [:]
     var duplicates = 0
     var duplicateReasons: [String: Int] = [:]
@@ -59,6 +61,13 @@ struct Verdict: Sendable {
                     continue
                 }
                 outcomes[first.state.rawValue, default: 0] += 1
+                if first.state != .sent {
+                    let history = collector.statuses(callId: call.callId, deviceKey: deviceKey).map { status in
+                        "\(status.state.rawValue)#\(status.attempt)@\(status.worker)"
+                            + (status.apns?.reason.map { "(\($0))" } ?? "") + (status.error.map { "[\($0.code)]" } ?? "")
+                    }
+                    notSent.append("\(call.callId) requested \(call.wallClock): " + history.joined(separator: " "))
+                }
                 if Set(terminal.map(\.state)).count > 1 {
                     conflicting.append("\(call.callId)/\(deviceKey.prefix(8)): \(terminal.map(\.state.rawValue))")
                 }
