@@ -10,7 +10,7 @@ let package = Package(
         .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "callpush-bench", targets: ["callpush-bench"]),
         .executable(name: "callpush-campaign", targets: ["callpush-campaign"]),
-        .executable(name: "dispatch", targets: ["dispatch"]),
+        .executable(name: "dispatch", targets: ["dispatch-main"]),
         .library(name: "DispatchService", targets: ["DispatchService"]),
         .library(name: "CallContract", targets: ["CallContract"]),
         .library(name: "Kafka", targets: ["Kafka"]),
@@ -152,8 +152,9 @@ let package = Package(
             ],
             path: "Services/push-worker"
         ),
+        // The module is not called `dispatch`: that clashes with libdispatch at run time.
         .executableTarget(
-            name: "dispatch",
+            name: "dispatch-main",
             dependencies: [
                 "DispatchService",
                 .product(name: "Logging", package: "swift-log"),
