@@ -31,3 +31,8 @@ struct StackOptions: ParsableArguments {
         return logger
     }
 }
+
+/// Writes one line to standard output at once (unbuffered, so progress shows when piped).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

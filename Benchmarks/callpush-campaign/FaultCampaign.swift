@@ -19,21 +19,21 @@ struct FaultCampaign: AsyncParsableCommand {
         let rate = self.rate ?? (long ? 10 : 5)
         let directory = stackOptions.makeDirectory("callpush-campaign")
         let logger = stackOptions.logger
-        print("callpush-campaign faults: \(calls) calls at \(rate)/s, \(stackOptions.workers) workers, logs in \(directory)")
+        say("callpush-campaign faults: \(calls) calls at \(rate)/s, \(stackOptions.workers) workers, logs in \(directory)")
         let stack = try Stack(workers: stackOptions.workers, directory: directory, binDirectory: stackOptions.binDir, logger: logger)
         let collector = try await OutcomeCollector(bootstrap: stack.cluster.bootstrapServers, logger: logger)
         collector.start()
         var verdict = Verdict()
         do {
             try await stack.start()
-            print("  [\(String(format: "%6.1f", stack.elapsed))s] stack ready")
+            say("  [\(String(format: "%6.1f", stack.elapsed))s] stack ready")
             let load = CallLoad(stack: stack, ringTimeoutSeconds: ringTimeout)
             let plan = FaultPlan(stack: stack, directory: directory)
             let duration = Duration.seconds(Double(calls) / rate)
             async let faults: Void = plan.run(duration: duration)
             await load.ring(count: calls, rate: rate)
             await faults
-            print("  [\(String(format: "%6.1f", stack.elapsed))s] load done, waiting for outcomes")
+            say("  [\(String(format: "%6.1f", stack.elapsed))s] load done, waiting for outcomes")
             // Every accepted delivery must end by its ring deadline (expired at worst); allow slack.
             let deadline = ContinuousClock.now + .seconds(ringTimeout + 20)
             let snapshot = load.snapshot
@@ -52,13 +52,13 @@ struct FaultCampaign: AsyncParsableCommand {
             verdict.invalid = invalid.count
             verdict.missingFromDLQ = InvalidEvents.missing(invalid, from: collector.deadLetters).map { "\($0.key)" }
             verdict.faultCount = plan.faults.count
-            for problem in plan.injectionProblems { print("  fault injection problem: \(problem)") }
+            for problem in plan.injectionProblems { say("  fault injection problem: \(problem)") }
             // Every child still running now (the killed worker was restarted) counts as healthy.
             for run in stack.currentRuns where run.exit != nil && run.intent == .none {
                 verdict.crashes.append("\(run.name) (pid \(run.pid)) not running: \(run.exit.map { "\($0)" } ?? "?")")
             }
         } catch {
-            print("campaign: \(error)")
+            say("campaign: \(error)")
             await collector.stop()
             await stack.stop()
             throw ExitCode(2)
@@ -71,22 +71,23 @@ struct FaultCampaign: AsyncParsableCommand {
     }
 
     private func report(_ verdict: Verdict, directory: String) {
-        print("  outcomes: " + verdict.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        say("  outcomes: " + verdict.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            + "; redelivered events recognised by dedupe (duplicate statuses): \(verdict.redeliveriesRecognised)")
         if !verdict.duplicateReasons.isEmpty {
-            print("  duplicate pushes by cause: " + verdict.duplicateReasons.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            say("  duplicate pushes by cause: " + verdict.duplicateReasons.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
         }
-        for line in verdict.otherAnswers.prefix(5) { print("  unexpected dispatch answer: \(line)") }
-        if verdict.otherAnswers.count > 5 { print("  … \(verdict.otherAnswers.count) unexpected answers in all") }
-        for line in verdict.lost.prefix(10) { print("  LOST (no terminal status): \(line)") }
-        for line in verdict.conflicting.prefix(10) { print("  CONFLICTING outcomes: \(line)") }
-        for line in verdict.missingFromDLQ { print("  NOT IN DLQ: \(line)") }
-        for line in verdict.crashes { print("  CRASH: \(line)") }
+        for line in verdict.otherAnswers.prefix(5) { say("  unexpected dispatch answer: \(line)") }
+        if verdict.otherAnswers.count > 5 { say("  … \(verdict.otherAnswers.count) unexpected answers in all") }
+        for line in verdict.lost.prefix(10) { say("  LOST (no terminal status): \(line)") }
+        for line in verdict.conflicting.prefix(10) { say("  CONFLICTING outcomes: \(line)") }
+        for line in verdict.missingFromDLQ { say("  NOT IN DLQ: \(line)") }
+        for line in verdict.crashes { say("  CRASH: \(line)") }
         if !verdict.notSent.isEmpty {
             let path = "\(directory)/not-sent.txt"
             _ = FileManager.default.createFile(atPath: path, contents: Data(verdict.notSent.joined(separator: "\n").utf8))
-            print("  status history of the \(verdict.notSent.count) deliveries not sent: \(path)")
+            say("  status history of the \(verdict.notSent.count) deliveries not sent: \(path)")
         }
-        print("  logs: \(directory)")
-        print(verdict.summaryLine)
+        say("  logs: \(directory)")
+        say(verdict.summaryLine)
     }
 }

@@ -120,10 +120,10 @@ final class FaultPlan: Sendable {
         do {
             try await body()
             injected.withLock { $0.append(Injected(at: at, kind: kind)) }
-            print("  [\(String(format: "%6.1f", elapsed))s] fault: \(kind)")
+            say("  [\(String(format: "%6.1f", elapsed))s] fault: \(kind)")
         } catch {
             problems.withLock { $0.append("\(kind): \(error)") }
-            print("  fault \(kind) could not be injected: \(error)")
+            say("  fault \(kind) could not be injected: \(error)")
         }
     }
 }

@@ -16,7 +16,7 @@ struct Soak: AsyncParsableCommand {
     func run() async throws {
         let directory = stackOptions.makeDirectory("callpush-soak")
         let logger = stackOptions.logger
-        print("callpush-campaign soak: \(seconds) s at \(rate) calls/s, \(stackOptions.workers) workers, logs in \(directory)")
+        say("callpush-campaign soak: \(seconds) s at \(rate) calls/s, \(stackOptions.workers) workers, logs in \(directory)")
         let stack = try Stack(workers: stackOptions.workers, directory: directory, binDirectory: stackOptions.binDir, logger: logger)
         let collector = try await OutcomeCollector(bootstrap: stack.cluster.bootstrapServers, logger: logger)
         collector.start()
@@ -52,7 +52,7 @@ struct Soak: AsyncParsableCommand {
             }
             settled = Verdict.allSettled(snapshot, collector)
         } catch {
-            print("soak: \(error)")
+            say("soak: \(error)")
             await collector.stop()
             await stack.stop()
             throw ExitCode(2)
@@ -61,13 +61,13 @@ struct Soak: AsyncParsableCommand {
         await stack.stop()
 
         let warmUp = Double(max(10, seconds / 4))
-        print("interval   accepted/s  sent/s")
+        say("interval   accepted/s  sent/s")
         for row in throughput {
             let span = Double(row.to - row.from)
-            print(String(format: "%4d-%-4d %10.1f %8.1f", row.from, row.to, Double(row.accepted) / span, Double(row.sent) / span))
+            say(String(format: "%4d-%-4d %10.1f %8.1f", row.from, row.to, Double(row.accepted) / span, Double(row.sent) / span))
         }
-        print("process          rss MiB: start  warm     end      max   fds: start warm  end   max")
-        for entry in series { print(entry.line(warmUp: warmUp)) }
+        say("process          rss MiB: start  warm     end      max   fds: start warm  end   max")
+        for entry in series { say(entry.line(warmUp: warmUp)) }
         var verdict = Verdict()
         verdict.checkCalls(snapshot, collector: collector)
         var problems = series.filter { $0.name != "orchestrator" }.compactMap { $0.verdict(warmUp: warmUp) }
@@ -77,8 +77,8 @@ struct Soak: AsyncParsableCommand {
         let steady = throughput.filter { Double($0.from) >= warmUp && $0.to <= seconds }
         let sentRate = steady.isEmpty ? 0 : Double(steady.reduce(0) { $0 + $1.sent }) / Double(steady.reduce(0) { $0 + $1.to - $1.from })
         if sentRate < rate * 0.8 { problems.append(String(format: "steady sent rate %.1f/s < 0.8 × offered %.0f/s", sentRate, rate)) }
-        for problem in problems { print("  SOAK PROBLEM: \(problem)") }
-        print("soak seconds=\(seconds) rate=\(Int(rate)) accepted=\(verdict.accepted) refused=\(verdict.refused) "
+        for problem in problems { say("  SOAK PROBLEM: \(problem)") }
+        say("soak seconds=\(seconds) rate=\(Int(rate)) accepted=\(verdict.accepted) refused=\(verdict.refused) "
             + "lost=\(verdict.lost.count) " + String(format: "steady_sent_per_s=%.1f", sentRate)
             + " p99_ms=\(Int(verdict.p99Ms.rounded())) crashed=\(crashes.count) result=\(problems.isEmpty ? "pass" : "FAIL")")
         if !problems.isEmpty { throw ExitCode(1) }

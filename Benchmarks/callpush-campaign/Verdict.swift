@@ -14,6 +14,8 @@ struct Verdict: Sendable {
     /// Status history of every accepted delivery whose outcome is not `sent` (written to outcomes.txt).
     var notSent: [String] = []
     var outcomes: [String: Int] = [:]
+    /// `duplicate` statuses: redelivered events the workers recognised and did not push again.
+    var redeliveriesRecognised = 0
     var duplicates = 0
     var duplicateReasons: [String: Int] = [:]
     var invalid = 0
@@ -55,7 +57,9 @@ struct Verdict: Sendable {
             }
             for deviceKey in call.devices.values {
                 deliveries += 1
-                let terminal = Self.outcomes(collector.statuses(callId: call.callId, deviceKey: deviceKey))
+                let all = collector.statuses(callId: call.callId, deviceKey: deviceKey)
+                redeliveriesRecognised += all.filter { $0.state == .duplicate }.count
+                let terminal = Self.outcomes(all)
                 guard let first = terminal.first else {
                     lost.append("\(call.callId)/\(deviceKey.prefix(8))")
                     continue
@@ -69,7 +73,8 @@ struct Verdict: Sendable {
                     notSent.append("\(call.callId) requested \(call.wallClock): " + history.joined(separator: " "))
                 }
                 if Set(terminal.map(\.state)).count > 1 {
-                    conflicting.append("\(call.callId)/\(deviceKey.prefix(8)): \(terminal.map(\.state.rawValue))")
+                    conflicting.append("\(call.callId)/\(deviceKey.prefix(8)) requested \(call.wallClock): "
+                        + all.map { "\($0.state.rawValue)#\($0.attempt)@\($0.worker) at \($0.at)" }.joined(separator: ", "))
                 }
                 if let sent = collector.firstSent(callId: call.callId, deviceKey: deviceKey) {
                     latenciesMs.append((sent - call.requestedAt).seconds * 1000)
@@ -78,17 +83,29 @@ struct Verdict: Sendable {
         }
     }
 
-    /// Counts pushes per device token at the simulator; a second push for a token is a duplicate,
-    /// classified by whether a worker was SIGKILLed between the two pushes.
+    /// Counts pushes per device token at the simulator; a second push for a token is a duplicate.
+    /// Every worker run signs with its own key, so the JWT's `kid` tells which run pushed:
+    /// the same run twice is a retry after a lost answer (timeout, dropped connection after APNs
+    /// accepted); two runs is a redelivery whose first `sent` was not durable (after a SIGKILL, or
+    /// after a partition moved in a rebalance).
     mutating func checkPushes(_ pushes: [SimulatorPush], calls: [CallLoad.Call], killTimes: [Date]) {
         var known = Set<String>()
         for call in calls { known.formUnion(call.devices.keys) }
         let byToken = Dictionary(grouping: pushes.filter { known.contains($0.deviceToken.lowercased()) }) { $0.deviceToken.lowercased() }
         for (_, list) in byToken where list.count > 1 {
-            let times = list.map(\.receivedAt).sorted()
+            let sorted = list.sorted { $0.receivedAt < $1.receivedAt }
             duplicates += list.count - 1
-            let killed = killTimes.contains { $0 >= times[0].addingTimeInterval(-1) && $0 <= times[times.count - 1] }
-            duplicateReasons[killed ? "worker-sigkill-between-push-and-status" : "answer-lost-in-transport", default: 0] += list.count - 1
+            for (earlier, later) in zip(sorted, sorted.dropFirst()) {
+                let cause: String
+                if earlier.signingKey == later.signingKey {
+                    cause = "same-worker-retry-after-lost-answer"
+                } else if killTimes.contains(where: { $0 >= earlier.receivedAt.addingTimeInterval(-1) && $0 <= later.receivedAt }) {
+                    cause = "other-worker-after-sigkill"
+                } else {
+                    cause = "other-worker-after-rebalance"
+                }
+                duplicateReasons[cause, default: 0] += 1
+            }
         }
     }
 
@@ -106,6 +123,13 @@ struct SimulatorPush: Sendable, Decodable {
     var deviceToken: String
     var receivedAt: Date
     var connectionID: Int?
+    var headers: [String: String]?
+
+    /// The `kid` of the JWT the push was signed with (the simulator records `bearer <redacted kid=…>`).
+    var signingKey: String {
+        guard let authorization = headers?["authorization"], let range = authorization.range(of: "kid=") else { return "?" }
+        return String(authorization[range.upperBound...].prefix { $0 != ">" && $0 != " " })
+    }
 
     static func decodeList(_ data: Data) throws -> [SimulatorPush] {
         let decoder = JSONDecoder()
