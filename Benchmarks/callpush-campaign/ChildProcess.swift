@@ -1,0 +1,126 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One run of a child program (simulator, dispatch, a push-worker) with its output in a log file.
+///
+/// The campaign starts, signals and finally stops these; the termination handler records how
+/// each run ended so the verdict can tell a crash from a kill the campaign made itself.
+final class ChildProcess: Sendable {
+    /// How a run ended.
+    enum Exit: Sendable, Equatable, CustomStringConvertible {
+        case status(Int32)
+        case signal(Int32)
+
+        var description: String {
+            switch self {
+            case .status(let code): "exit \(code)"
+            case .signal(let signal): "signal \(signal)"
+            }
+        }
+    }
+
+    /// Why the campaign itself ended the run, if it did.
+    enum Intent: Sendable { case none, killed, stopped }
+
+    private struct State {
+        var exit: Exit?
+        var intent: Intent = .none
+        var waiters: [UUID: CheckedContinuation<Exit?, Never>] = [:]
+    }
+
+    let name: String
+    let pid: Int32
+    let logPath: String
+    /// A class around the lock so the termination handler can hold it before `self` exists.
+    private final class StateBox: Sendable {
+        let mutex = Mutex(State())
+    }
+    private let box = StateBox()
+
+    /// Starts `executable` with `arguments` and extra environment, output appended to `logPath`.
+    init(name: String, executable: String, arguments: [String], environment: [String: String], logPath: String) throws {
+        self.name = name
+        self.logPath = logPath
+        if !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
+        guard let log = FileHandle(forWritingAtPath: logPath) else {
+            throw CampaignError("cannot open log file \(logPath)")
+        }
+        log.seekToEndOfFile()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, ours in ours }
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        let box = self.box
+        process.terminationHandler = { finished in
+            let exit: Exit = finished.terminationReason == .uncaughtSignal
+                ? .signal(finished.terminationStatus) : .status(finished.terminationStatus)
+            let waiters = box.mutex.withLock { state -> [CheckedContinuation<Exit?, Never>] in
+                state.exit = exit
+                defer { state.waiters = [:] }
+                return Array(state.waiters.values)
+            }
+            for waiter in waiters { waiter.resume(returning: exit) }
+        }
+        defer { try? log.close() }  // the child has its own copy
+        try process.run()
+        self.pid = process.processIdentifier
+    }
+
+    /// How the run ended, `nil` while it runs.
+    var exit: Exit? { box.mutex.withLock { $0.exit } }
+    /// Whether the campaign ended this run on purpose.
+    var intent: Intent { box.mutex.withLock { $0.intent } }
+
+    /// Sends SIGKILL (the campaign's "worker crash").
+    func kill() {
+        box.mutex.withLock { $0.intent = .killed }
+        _ = Glibc.kill(pid, SIGKILL)
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the exit; SIGKILL after that.
+    @discardableResult
+    func stop(timeout: Duration) async -> Exit? {
+        let alreadyEnded = box.mutex.withLock { state -> Bool in
+            if state.exit == nil { state.intent = .stopped }
+            return state.exit != nil
+        }
+        if alreadyEnded { return exit }
+        _ = Glibc.kill(pid, SIGTERM)
+        if let exit = await waitForExit(timeout: timeout) { return exit }
+        _ = Glibc.kill(pid, SIGKILL)
+        return await waitForExit(timeout: .seconds(5))
+    }
+
+    /// Waits for the run to end, at most `timeout` (`nil` when it still runs).
+    func waitForExit(timeout: Duration) async -> Exit? {
+        let id = UUID()
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            let waiter = self.box.mutex.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume(returning: nil)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Exit?, Never>) in
+            let ended = box.mutex.withLock { state -> Exit? in
+                if let exit = state.exit { return exit }
+                state.waiters[id] = continuation
+                return nil
+            }
+            if let ended { continuation.resume(returning: ended) }
+        }
+    }
+}
+
+/// A campaign failure with a message for the operator.
+struct CampaignError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,93 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// Rings calls through dispatch while injecting faults, then checks every outcome from outside.
+struct FaultCampaign: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "faults",
+        abstract: "Ring N calls at a steady rate through dispatch while injecting faults; print one summary line.")
+
+    @OptionGroup var stackOptions: StackOptions
+    @Flag(help: "Long mode: 3000 calls at 10/s (about 5 minutes, several fault cycles).") var long = false
+    @Option(help: "Calls to ring (default 400, or 3000 with --long).") var calls: Int?
+    @Option(help: "Calls per second (default 5, or 10 with --long).") var rate: Double?
+    @Option(help: "Ring timeout of each call, seconds.") var ringTimeout = 30
+
+    func run() async throws {
+        let calls = self.calls ?? (long ? 3_000 : 400)
+        let rate = self.rate ?? (long ? 10 : 5)
+        let directory = stackOptions.makeDirectory("callpush-campaign")
+        let logger = stackOptions.logger
+        say("callpush-campaign faults: \(calls) calls at \(rate)/s, \(stackOptions.workers) workers, logs in \(directory)")
+        let stack = try Stack(workers: stackOptions.workers, directory: directory, binDirectory: stackOptions.binDir, logger: logger)
+        let collector = try await OutcomeCollector(bootstrap: stack.cluster.bootstrapServers, logger: logger)
+        collector.start()
+        var verdict = Verdict()
+        do {
+            try await stack.start()
+            say("  [\(String(format: "%6.1f", stack.elapsed))s] stack ready")
+            let load = CallLoad(stack: stack, ringTimeoutSeconds: ringTimeout)
+            let plan = FaultPlan(stack: stack, directory: directory)
+            let duration = Duration.seconds(Double(calls) / rate)
+            async let faults: Void = plan.run(duration: duration)
+            await load.ring(count: calls, rate: rate)
+            await faults
+            say("  [\(String(format: "%6.1f", stack.elapsed))s] load done, waiting for outcomes")
+            // Every accepted delivery must end by its ring deadline (expired at worst); allow slack.
+            let deadline = ContinuousClock.now + .seconds(ringTimeout + 20)
+            let snapshot = load.snapshot
+            while ContinuousClock.now < deadline, !Verdict.allSettled(snapshot, collector) {
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            let invalid = plan.invalidEvents
+            let dlqDeadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < dlqDeadline, !InvalidEvents.missing(invalid, from: collector.deadLetters).isEmpty {
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            try await Task.sleep(for: .seconds(2))  // late duplicates, if any, reach the simulator
+            let pushes = try SimulatorPush.decodeList(try await stack.http.send("GET", "\(stack.adminURL)/pushes", timeout: 30).body)
+            verdict.checkCalls(snapshot, collector: collector)
+            verdict.checkPushes(pushes, calls: snapshot, killTimes: plan.killTimes)
+            verdict.invalid = invalid.count
+            verdict.missingFromDLQ = InvalidEvents.missing(invalid, from: collector.deadLetters).map { "\($0.key)" }
+            verdict.faultCount = plan.faults.count
+            for problem in plan.injectionProblems { say("  fault injection problem: \(problem)") }
+            // Every child still running now (the killed worker was restarted) counts as healthy.
+            for run in stack.currentRuns where run.exit != nil && run.intent == .none {
+                verdict.crashes.append("\(run.name) (pid \(run.pid)) not running: \(run.exit.map { "\($0)" } ?? "?")")
+            }
+        } catch {
+            say("campaign: \(error)")
+            await collector.stop()
+            await stack.stop()
+            throw ExitCode(2)
+        }
+        await collector.stop()
+        await stack.stop()
+        verdict.crashes = Array(Set(verdict.crashes + stack.crashes)).sorted()
+        report(verdict, directory: directory)
+        if verdict.failed { throw ExitCode(1) }
+    }
+
+    private func report(_ verdict: Verdict, directory: String) {
+        say("  outcomes: " + verdict.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            + "; redelivered events recognised by dedupe (duplicate statuses): \(verdict.redeliveriesRecognised)")
+        if !verdict.duplicateReasons.isEmpty {
+            say("  duplicate pushes by cause: " + verdict.duplicateReasons.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        }
+        for line in verdict.otherAnswers.prefix(5) { say("  unexpected dispatch answer: \(line)") }
+        if verdict.otherAnswers.count > 5 { say("  … \(verdict.otherAnswers.count) unexpected answers in all") }
+        for line in verdict.lost.prefix(10) { say("  LOST (no terminal status): \(line)") }
+        for line in verdict.conflicting.prefix(10) { say("  CONFLICTING outcomes: \(line)") }
+        for line in verdict.missingFromDLQ { say("  NOT IN DLQ: \(line)") }
+        for line in verdict.crashes { say("  CRASH: \(line)") }
+        if !verdict.notSent.isEmpty {
+            let path = "\(directory)/not-sent.txt"
+            _ = FileManager.default.createFile(atPath: path, contents: Data(verdict.notSent.joined(separator: "\n").utf8))
+            say("  status history of the \(verdict.notSent.count) deliveries not sent: \(path)")
+        }
+        say("  logs: \(directory)")
+        say(verdict.summaryLine)
+    }
+}

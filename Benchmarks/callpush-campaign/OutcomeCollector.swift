@@ -1,0 +1,97 @@
+import CallContract
+import Foundation
+import Kafka
+import Logging
+import Synchronization
+
+/// Reads `voip.call-status` and the DLQ from the beginning (manual assignment, nothing
+/// committed) for the whole campaign: every status per delivery, when the first `sent` was seen,
+/// and every dead-lettered record.
+final class OutcomeCollector: Sendable {
+    struct DeadLetter: Sendable {
+        var key: [UInt8]?
+        var value: [UInt8]
+        var headers: [String: String]
+    }
+
+    private struct State {
+        var statuses: [String: [CallStatus]] = [:]   // "callId|deviceKey"
+        var firstSent: [String: ContinuousClock.Instant] = [:]
+        var sentPerSecond: [Int: Int] = [:]           // seconds since start → sent statuses
+        var deadLetters: [DeadLetter] = []
+    }
+
+    private let consumer: KafkaConsumer
+    private let state = Mutex(State())
+    private let started = ContinuousClock.now
+    private let reading = Mutex<Task<Void, Never>?>(nil)
+
+    init(bootstrap: String, logger: Logger) async throws {
+        let kafka = KafkaConfiguration(bootstrapServers: [bootstrap], clientID: "campaign-observer",
+                                       properties: ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "1000"])
+        consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
+        var assignments = (0..<Int32(Stack.partitions)).map {
+            KafkaPartitionAssignment(topic: Topics.status, partition: $0, start: .beginning)
+        }
+        assignments.append(KafkaPartitionAssignment(topic: Topics.deadLetter, partition: 0, start: .beginning))
+        try await consumer.assign(assignments)
+    }
+
+    func start() {
+        let task = Task {
+            do {
+                for try await message in consumer.messages { record(message) }
+            } catch {
+                FileHandle.standardError.write(Data("campaign: status reader stopped: \(error)\n".utf8))
+            }
+        }
+        reading.withLock { $0 = task }
+    }
+
+    private func record(_ message: KafkaConsumerMessage) {
+        let now = ContinuousClock.now
+        if message.topic == Topics.deadLetter {
+            var headers: [String: String] = [:]
+            for header in message.headers { headers[header.key] = header.stringValue ?? "" }
+            state.withLock { $0.deadLetters.append(DeadLetter(key: message.key, value: message.value, headers: headers)) }
+            return
+        }
+        guard let status = try? CallStatus.decode(Data(message.value)) else { return }
+        let key = "\(status.callId)|\(status.deviceKey ?? "")"
+        state.withLock { state in
+            state.statuses[key, default: []].append(status)
+            if status.state == .sent {
+                if state.firstSent[key] == nil { state.firstSent[key] = now }
+                state.sentPerSecond[Int((now - started).seconds), default: 0] += 1
+            }
+        }
+    }
+
+    /// Statuses of one delivery, in the order read.
+    func statuses(callId: String, deviceKey: String) -> [CallStatus] {
+        state.withLock { $0.statuses["\(callId)|\(deviceKey)"] ?? [] }
+    }
+
+    func firstSent(callId: String, deviceKey: String) -> ContinuousClock.Instant? {
+        state.withLock { $0.firstSent["\(callId)|\(deviceKey)"] }
+    }
+
+    var deadLetters: [DeadLetter] { state.withLock { $0.deadLetters } }
+
+    /// `sent` statuses seen in [from, to) seconds after the collector started.
+    func sentBetween(_ from: Int, _ to: Int) -> Int {
+        state.withLock { state in (from..<to).reduce(0) { $0 + (state.sentPerSecond[$1] ?? 0) } }
+    }
+
+    var elapsedSeconds: Double { (ContinuousClock.now - started).seconds }
+
+    func stop() async {
+        await consumer.shutdown()
+        let task = reading.withLock { $0 }
+        await task?.value
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,147 @@
+import CallContract
+import Foundation
+import Kafka
+import Logging
+import Synchronization
+
+/// The system under test: the embedded Kafka cluster (in this process, so faults can be injected
+/// through its API) and, as child processes, the APNs simulator, dispatch and the push-workers.
+final class Stack: Sendable {
+    static let partitions = 6
+
+    let cluster: EmbeddedKafkaCluster
+    let files: CampaignFiles
+    let binDirectory: String
+    let simulatorPort: Int
+    let adminPort: Int
+    let dispatchPort: Int
+    let workerPorts: [Int]
+    let http = LocalHTTP()
+    let started = ContinuousClock.now
+    /// Seconds since the stack was created (for log lines).
+    var elapsed: Double { (ContinuousClock.now - started).seconds }
+    /// Every run of every child, by name (a restarted worker has two runs).
+    private let runs = Mutex<[String: [ChildProcess]]>([:])
+    /// The next unused token key (one per worker run; see ``CampaignFiles``).
+    private let nextKey = Mutex(0)
+
+    var adminURL: String { "http://127.0.0.1:\(adminPort)/admin" }
+    var dispatchURL: String { "http://127.0.0.1:\(dispatchPort)" }
+    static func workerName(_ index: Int) -> String { "push-worker-\(index + 1)" }
+
+    init(workers: Int, directory: String, binDirectory: String, logger: Logger) throws {
+        self.binDirectory = binDirectory
+        files = try CampaignFiles(directory: directory, keys: workers + 16)
+        cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
+        try cluster.createTopic(Topics.requests, partitions: Self.partitions)
+        try cluster.createTopic(Topics.status, partitions: Self.partitions)
+        try cluster.createTopic(Topics.deadLetter, partitions: 1)
+        simulatorPort = try freeLocalPort()
+        adminPort = try freeLocalPort()
+        dispatchPort = try freeLocalPort()
+        workerPorts = try (0..<workers).map { _ in try freeLocalPort() }
+    }
+
+    /// Kafka client properties every process gets: short fetch waits (the mock broker holds an
+    /// empty fetch for `fetch.wait.max.ms` and does not wake on new data), quick metadata refresh
+    /// and a short session so a killed worker's partitions move within seconds.
+    private var kafkaEnvironment: [String: String] {
+        ["CALLPUSH_KAFKA_BOOTSTRAP": cluster.bootstrapServers,
+         "CALLPUSH_KAFKA_FETCH_WAIT_MAX_MS": "10",
+         "CALLPUSH_KAFKA_TOPIC_METADATA_REFRESH_INTERVAL_MS": "1000",
+         "CALLPUSH_APPS_FILE": files.appsFiles[0],
+         "CALLPUSH_ACK_SECRET_FILE": files.ackSecretFile,
+         "CALLPUSH_LOG_LEVEL": "warning"]
+    }
+
+    /// Starts the simulator, dispatch and every worker, and waits until all are ready.
+    func start() async throws {
+        try await startSimulator()
+        try await startDispatch()
+        for index in workerPorts.indices { try startWorker(index) }
+        for index in workerPorts.indices { try await waitForWorker(index) }
+    }
+
+    func startSimulator() async throws {
+        let process = try launch("apns-simulator", program: "apns-simulator", arguments: [
+            "--host", "127.0.0.1", "--port", "\(simulatorPort)", "--admin-port", "\(adminPort)",
+            "--write-ca", files.caFile, "--log-level", "warning", "--max-recorded", "1000000",
+        ] + files.tokenKeyArguments, environment: [:])
+        try await http.waitUntilOK("\(adminURL)/stats", timeout: .seconds(60)) { process.exit == nil }
+    }
+
+    func startDispatch() async throws {
+        var environment = kafkaEnvironment
+        environment["CALLPUSH_DISPATCH_API_KEYS_FILE"] = files.apiKeysFile
+        environment["CALLPUSH_DISPATCH_HOST"] = "127.0.0.1"
+        environment["CALLPUSH_DISPATCH_PORT"] = "\(dispatchPort)"
+        environment["CALLPUSH_DISPATCH_ID"] = "dispatch-1"
+        environment["CALLPUSH_DISPATCH_PUBLISH_TIMEOUT_MS"] = "3000"
+        let process = try launch("dispatch", program: "dispatch", arguments: [], environment: environment)
+        try await http.waitUntilOK("\(dispatchURL)/readyz", timeout: .seconds(60)) { process.exit == nil }
+    }
+
+    /// Starts worker `index` (again, after a kill). Does not wait for its readiness.
+    func startWorker(_ index: Int) throws {
+        var environment = kafkaEnvironment
+        environment["CALLPUSH_KAFKA_SESSION_TIMEOUT_MS"] = "6000"
+        environment["CALLPUSH_KAFKA_HEARTBEAT_INTERVAL_MS"] = "500"
+        environment["CALLPUSH_APNS_CA_FILE"] = files.caFile
+        environment["CALLPUSH_APNS_SANDBOX_ENDPOINT"] = "127.0.0.1:\(simulatorPort)"
+        environment["CALLPUSH_APNS_PRODUCTION_ENDPOINT"] = "127.0.0.1:\(simulatorPort)"
+        environment["CALLPUSH_APNS_TIMEOUT_MS"] = "2000"
+        environment["CALLPUSH_HTTP_HOST"] = "127.0.0.1"
+        environment["CALLPUSH_HTTP_PORT"] = "\(workerPorts[index])"
+        environment["CALLPUSH_WORKER_ID"] = Self.workerName(index)
+        let key = nextKey.withLock { next -> Int in
+            defer { next += 1 }
+            return next
+        }
+        guard key < files.appsFiles.count else { throw CampaignError("no unused token key left for another worker run") }
+        environment["CALLPUSH_APPS_FILE"] = files.appsFiles[key]
+        _ = try launch(Self.workerName(index), program: "push-worker", arguments: [], environment: environment)
+    }
+
+    /// Waits until worker `index` owns partitions (`/readyz` 200).
+    func waitForWorker(_ index: Int, timeout: Duration = .seconds(60)) async throws {
+        let name = Self.workerName(index)
+        try await http.waitUntilOK("http://127.0.0.1:\(workerPorts[index])/readyz", timeout: timeout) {
+            current(name)?.exit == nil
+        }
+    }
+
+    /// The latest run of `name`.
+    func current(_ name: String) -> ChildProcess? { runs.withLock { $0[name]?.last } }
+    /// Every run of every child.
+    var allRuns: [ChildProcess] { runs.withLock { $0.values.flatMap { $0 } }.sorted { $0.name < $1.name } }
+    /// The latest runs (one per child name).
+    var currentRuns: [ChildProcess] { runs.withLock { $0.values.compactMap(\.last) }.sorted { $0.name < $1.name } }
+
+    private func launch(_ name: String, program: String, arguments: [String], environment: [String: String]) throws -> ChildProcess {
+        let process = try ChildProcess(name: name, executable: "\(binDirectory)/\(program)", arguments: arguments,
+                                       environment: environment, logPath: "\(files.directory)/\(name).log")
+        runs.withLock { $0[name, default: []].append(process) }
+        return process
+    }
+
+    /// Stops the children (workers first, so they can still write statuses), then the cluster.
+    func stop() async {
+        for run in currentRuns where run.name.hasPrefix("push-worker") { await run.stop(timeout: .seconds(15)) }
+        for run in currentRuns where !run.name.hasPrefix("push-worker") { await run.stop(timeout: .seconds(15)) }
+        await cluster.shutdown()
+    }
+
+    /// Children that ended without the campaign asking: crashes. A SIGTERM stop must exit 0.
+    var crashes: [String] {
+        allRuns.compactMap { run in
+            switch (run.intent, run.exit) {
+            case (.killed, _): return nil
+            case (.stopped, .status(0)?): return nil
+            case (.stopped, let exit?): return "\(run.name) (pid \(run.pid)) ended with \(exit) after SIGTERM"
+            case (.stopped, nil): return "\(run.name) (pid \(run.pid)) did not exit after SIGTERM + SIGKILL"
+            case (.none, let exit?): return "\(run.name) (pid \(run.pid)) crashed: \(exit)"
+            case (.none, nil): return nil
+            }
+        }
+    }
+}
