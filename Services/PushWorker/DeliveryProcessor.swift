@@ -90,17 +90,20 @@ public struct DeliveryProcessor: Sendable {
                                 state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID)
         let log = logger.with(ring, deviceKey: deviceKey)
 
+        // Dedupe first: a redelivered event whose delivery was already handled (e.g. `sent`) is a
+        // duplicate even when its deadline has passed since — reporting it `expired` would tell
+        // the backend the phone did not ring when it did.
+        let key = DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
+        guard dedupe.insert(key, ringDeadline: ring.ringDeadline, partition: event.partition) else {
+            log.info("duplicate delivery, not pushed")
+            status.state = .duplicate
+            return await finish(status, event: event)
+        }
         if ring.isExpired(at: now()) {
             return await finish(status, event: event)
         }
         if cancels.isCancelled(ring.callId) {
             status.state = .cancelled
-            return await finish(status, event: event)
-        }
-        let key = DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
-        guard dedupe.insert(key, ringDeadline: ring.ringDeadline, partition: event.partition) else {
-            log.info("duplicate delivery, not pushed")
-            status.state = .duplicate
             return await finish(status, event: event)
         }
 

@@ -207,7 +207,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if age < -300 { return .failure(.invalidProviderToken) }
         if alreadyAccepted { return .success(.token(keyID: token.keyID)) }
         if let firstKeyID, firstKeyID != token.keyID { return .failure(.unrelatedKeyIdInToken) }
-        if let refusal = core.state.withLock({ $0.checkTokenUpdate(token, now: now) }) {
+        if let refusal = core.state.withLock({ $0.checkTokenUpdate(token, connection: id, now: now) }) {
             return .failure(refusal)
         }
         firstKeyID = token.keyID

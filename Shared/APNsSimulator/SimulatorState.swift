@@ -23,11 +23,14 @@ struct SimulatorState {
         self.pushes = RingBuffer(capacity: maxRecordedPushes)
     }
 
-    /// APNs refuses a new token (different `iat`) for a key within 20 minutes of the previous update.
-    /// The current and the previous token of a key stay usable.
-    mutating func checkTokenUpdate(_ token: ProviderToken, now: Date) -> APNsReason? {
-        guard var state = keyTokens[token.keyID] else {
-            keyTokens[token.keyID] = KeyTokenState(currentIssuedAt: token.issuedAt, acceptedAt: now)
+    /// APNs refuses a new token (different `iat`) for a key on a connection within 20 minutes of
+    /// that connection's previous update; the current and the previous token stay usable. Tracked per
+    /// connection, so several provider processes sharing one key — each with its own token, as
+    /// horizontally scaled workers have — are accepted, as APNs accepts them.
+    mutating func checkTokenUpdate(_ token: ProviderToken, connection: Int, now: Date) -> APNsReason? {
+        let key = "\(connection)/\(token.keyID)"
+        guard var state = keyTokens[key] else {
+            keyTokens[key] = KeyTokenState(currentIssuedAt: token.issuedAt, acceptedAt: now)
             return nil
         }
         if token.issuedAt == state.currentIssuedAt || token.issuedAt == state.previousIssuedAt { return nil }
@@ -35,7 +38,7 @@ struct SimulatorState {
         state.previousIssuedAt = state.currentIssuedAt
         state.currentIssuedAt = token.issuedAt
         state.acceptedAt = now
-        keyTokens[token.keyID] = state
+        keyTokens[key] = state
         return nil
     }
 
@@ -61,6 +64,7 @@ struct SimulatorState {
 
     mutating func closeConnection(_ id: Int) {
         connections[id] = nil
+        keyTokens = keyTokens.filter { !$0.key.hasPrefix("\(id)/") }
         stats.connectionsOpen = connections.count
     }
 

@@ -78,6 +78,22 @@ struct ProviderTokenTests {
         }
     }
 
+    @Test("processes sharing a key, each with its own token, are all accepted (updates are counted per connection)")
+    func sharedKeyAcrossConnections() async throws {
+        let signer = TestSupport.Signer()
+        let clock = ManualClock()
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.clock = clock.simulatorClock }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { first async throws in
+                #expect(try await send(first, jwt: signer.jwt(issuedAt: clock.now)).status == 200)
+                clock.advance(by: 90)
+                try await TestSupport.withClient(simulator) { second async throws in
+                    // A worker started 90 s later signs its own token: a different iat on another connection.
+                    #expect(try await send(second, jwt: signer.jwt(issuedAt: clock.now)).status == 200)
+                }
+            }
+        }
+    }
+
     @Test("a second key on the same connection is UnrelatedKeyIdInToken; a new connection accepts it")
     func unrelatedKeyOnConnection() async throws {
         let first = TestSupport.Signer()

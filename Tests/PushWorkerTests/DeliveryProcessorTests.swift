@@ -53,6 +53,17 @@ import Testing
         #expect(h.publisher.states == [.sent, .duplicate, .sent])
     }
 
+    @Test func aSentDeliveryRedeliveredAfterItsDeadlineIsADuplicateNotExpired() async throws {
+        let clock = ManualClock()
+        let h = Harness(now: { clock.now() })
+        let ring = makeRing(ringsFor: 5)
+        #expect(try await h.process(.ring(ring)) == .finished(.sent))
+        clock.advance(by: 60)  // Kafka redelivers it (rebalance before the offset was committed) after the deadline
+        #expect(try await h.process(.ring(ring), offset: 101) == .finished(.duplicate), "the phone rang: not expired")
+        #expect(h.publisher.states == [.sent, .duplicate])
+        #expect(h.sender.sent.count == 1)
+    }
+
     @Test func unregisteredTokenFailsWithReasonTimestampAndDeadLetter() async throws {
         let h = Harness()
         let ring = makeRing()
