@@ -50,7 +50,9 @@ import Testing
         var reader = try parse(StatusCommand.self, ["status", callId, "--follow", "--json"] + bed.flags).reader(environment: [:], output: output.output)
         reader.settle = .milliseconds(300)
         let following = Task { [reader] in try await reader.run() }
-        try await Task.sleep(for: .seconds(2))
+        let history = ContinuousClock.now + .seconds(30)
+        while output.out.isEmpty && ContinuousClock.now < history { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .milliseconds(500))
         #expect(output.out.count == 1, "still following after the history")
         try await bed.produce([try record(bed, status(callId, .sent, attempt: 2, at: Date()))])
         let timer = Task {

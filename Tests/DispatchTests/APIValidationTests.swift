@@ -78,7 +78,7 @@ import Testing
 
     @Test func rateLimitAnswers429WithRetryAfter() async throws {
         var configuration = testConfiguration()
-        configuration.apiKeys = [APIKey(name: "slow", plaintext: testKey, ratePerSecond: 0.5, burst: 2)]
+        configuration.apiKeys = [APIKey(name: "slow", plaintext: testKey, ratePerSecond: 0.01, burst: 2)]
         try await APIHarness.with(configuration) { h in
             var statuses: [Int] = []
             var retryAfter: String?
