@@ -33,11 +33,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         simulatorConfiguration.maxRecordedPushes = 1_000
         let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
         try await simulator.start()
-        var clientConfiguration = APNSClientConfiguration()
-        clientConfiguration.productionEndpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
-        clientConfiguration.sandboxEndpoint = clientConfiguration.productionEndpoint
-        clientConfiguration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
-        clientConfiguration.trustOnlyAdditionalCAs = true
+        let clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
         let client = try APNSClient(configuration: clientConfiguration,
                                     apps: ["bench": APNSApp(bundleID: "com.example.bench", credentials: .token(signingKey))], logger: logger)

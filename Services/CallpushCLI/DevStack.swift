@@ -71,12 +71,7 @@ public struct DevStack: Sendable {
         let caPath = directory.appendingPathComponent("simulator-ca.pem").path
         try simulator.writeCACertificate(to: caPath)
 
-        var clientConfiguration = APNSClientConfiguration()
-        let endpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
-        clientConfiguration.productionEndpoint = endpoint
-        clientConfiguration.sandboxEndpoint = endpoint
-        clientConfiguration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
-        clientConfiguration.trustOnlyAdditionalCAs = true
+        let clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
         let client = try APNSClient(
             configuration: clientConfiguration,

@@ -19,12 +19,7 @@ struct SimulatorHarness {
         let logger = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
         let simulator = APNsSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
-        var clientConfiguration = APNSClientConfiguration()
-        let endpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)
-        clientConfiguration.productionEndpoint = endpoint
-        clientConfiguration.sandboxEndpoint = endpoint
-        clientConfiguration.additionalTrustedCAPEM = [simulator.caCertificatePEM]
-        clientConfiguration.trustOnlyAdditionalCAs = true
+        var clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         clientConfiguration.requestTimeout = .seconds(2)
         let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
         let client = try APNSClient(configuration: clientConfiguration,
