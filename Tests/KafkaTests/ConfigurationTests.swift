@@ -93,4 +93,19 @@ struct ConfigurationTests {
         #expect(consumer["group.instance.id"] == "pod-1")
         #expect(consumer["group.id"] == "workers")
     }
+
+    @Test("shared properties reach only the kind of client that understands them (no CONFWARN noise)")
+    func propertiesAreScopedToTheClientKind() {
+        let shared = KafkaConfiguration(bootstrapServers: ["b:9092"], properties: [
+            "fetch.wait.max.ms": "10", "linger.ms": "2", "security.protocol": "SASL_SSL", "acks": "1",
+        ])
+        let producer = KafkaProducerConfiguration(kafka: shared).librdkafkaProperties
+        #expect(producer["fetch.wait.max.ms"] == nil)
+        #expect(producer["linger.ms"] == "2" && producer["acks"] == "1", "producer settings still override the defaults")
+        #expect(producer["security.protocol"] == "SASL_SSL")
+        let consumer = KafkaConsumerConfiguration(kafka: shared, mode: .manual).librdkafkaProperties
+        #expect(consumer["fetch.wait.max.ms"] == "10")
+        #expect(consumer["linger.ms"] == nil && consumer["acks"] == nil)
+        #expect(consumer["security.protocol"] == "SASL_SSL")
+    }
 }

@@ -22,7 +22,7 @@ public final class KafkaAdminClient: Sendable {
     /// - Throws: ``KafkaError`` with code ``KafkaError/Code/configuration`` naming a rejected property.
     public init(configuration: KafkaConfiguration, logger: Logger) throws(KafkaError) {
         self.logger = logger
-        var properties = configuration.rawProperties
+        var properties = KafkaPropertyScope.forProducer(configuration.rawProperties)
         // Fail fast on an unreachable cluster instead of reconnecting for long.
         properties["reconnect.backoff.max.ms"] = properties["reconnect.backoff.max.ms"] ?? "1000"
         self.client = try RDKafkaClient.create(

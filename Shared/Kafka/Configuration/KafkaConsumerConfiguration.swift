@@ -88,7 +88,7 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
             properties["enable.auto.commit"] = "false"
             properties["group.id"] = "callpush-manual"  // required by librdkafka; never joined
         }
-        properties.merge(kafka.rawProperties) { _, user in user }
+        properties.merge(KafkaPropertyScope.forConsumer(kafka.rawProperties)) { _, user in user }
         return properties
     }
 

@@ -58,7 +58,7 @@ public struct KafkaProducerConfiguration: Sendable, Hashable, CustomStringConver
             "queue.buffering.max.messages": String(maxQueuedMessages),
             "linger.ms": String(linger.milliseconds),
         ]
-        properties.merge(kafka.rawProperties) { _, user in user }
+        properties.merge(KafkaPropertyScope.forProducer(kafka.rawProperties)) { _, user in user }
         return properties
     }
 
