@@ -38,8 +38,9 @@ public final class DispatchApp: Sendable {
                                       metrics: metrics, logger: logger) { status in
             if let webhooks, view.call(status.callId)?.acceptedHere == true { webhooks.enqueue(status) }
         }
+        let reachability = KafkaReachability(kafka: configuration.kafka, interval: configuration.readinessProbeInterval, logger: logger)
         let api = try DispatchAPI(configuration: configuration, view: view, publisher: producer, metrics: metrics, logger: logger,
-                                  isReady: { reader.isReady && producer.isHealthy })
+                                  isReady: { reader.isReady && producer.isHealthy && reachability.isReachable })
         self.api = api
         self.view = view
         self.metrics = metrics
@@ -50,7 +51,7 @@ public final class DispatchApp: Sendable {
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "callpush-dispatch"),
             onServerRunning: { channel in boundPort.set(channel.localAddress?.port ?? configuration.port) },
             logger: logger)
-        var services: [any Service] = [producer, reader]
+        var services: [any Service] = [producer, reader, reachability]
         if let webhooks { services.append(webhooks) }
         services.append(http)
         self.services = services

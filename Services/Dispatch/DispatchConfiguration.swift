@@ -59,6 +59,8 @@ public struct DispatchConfiguration: Sendable {
     public var eventStreamLimit: Duration = .seconds(600)
     /// Optional status webhooks.
     public var webhook: WebhookConfiguration?
+    /// How often `/readyz` checks that Kafka answers (a bounded metadata request). Default 5 s.
+    public var readinessProbeInterval: Duration = .seconds(5)
 
     /// A configuration with the defaults documented on each property.
     public init(kafka: KafkaConfiguration, apps: Set<String>, apiKeys: [APIKey], ackSecret: [UInt8], instanceID: String = "dispatch") {

@@ -65,6 +65,7 @@ public enum DispatchEnvironment {
         configuration.viewWindow = .seconds(try reader.int("CALLPUSH_DISPATCH_VIEW_WINDOW_SECONDS", default: 3_600, in: 60...604_800))
         configuration.viewCapacity = try reader.int("CALLPUSH_DISPATCH_VIEW_CAPACITY", default: 100_000, in: 1...10_000_000)
         configuration.eventStreamLimit = .seconds(try reader.int("CALLPUSH_DISPATCH_SSE_LIMIT_SECONDS", default: 600, in: 1...86_400))
+        configuration.readinessProbeInterval = .milliseconds(try reader.int("CALLPUSH_DISPATCH_READINESS_PROBE_MS", default: 5_000, in: 100...600_000))
         if let text = env["CALLPUSH_DISPATCH_WEBHOOK_URL"], !text.isEmpty {
             guard let url = URL(string: text), url.scheme == "http", url.host != nil else {
                 throw DispatchConfigurationError("CALLPUSH_DISPATCH_WEBHOOK_URL", "expected http://host[:port]/path")

@@ -49,7 +49,7 @@ import Testing
     }
 
     @Test func kafkaDownAnswers503WithinTheBoundPublishesNothingAndRecovers() async throws {
-        try await DispatchTestbed.with(configure: { $0.publishTimeout = .milliseconds(1_500) }) { bed in
+        try await DispatchTestbed.with(configure: { $0.publishTimeout = .milliseconds(1_500); $0.readinessProbeInterval = .milliseconds(300) }) { bed in
             let warmUp = try await bed.post("/v1/calls", json(ringBody()))
             #expect(warmUp.status == 202)
 
@@ -63,8 +63,8 @@ import Testing
             #expect(refused.headers["retry-after"] == "1")
             #expect(refused.contentType == "application/problem+json")
             #expect(elapsed < .milliseconds(1_500) + .seconds(2), "answered within the configured bound (took \(elapsed))")
-            let ready = try await bed.get("/readyz")
-            _ = ready  // readiness reflects the view's assignment; it is not asserted here
+            #expect(try await eventually(seconds: 15) { try await bed.get("/readyz").status == 503 },
+                    "/readyz says Kafka is not reachable, so a load balancer stops sending rings here")
 
             for broker in 1...3 { try bed.cluster.setBrokerUp(Int32(broker)) }
             var accepted: HTTPAnswer?
@@ -79,6 +79,7 @@ import Testing
                 try await Task.sleep(for: .milliseconds(500))
             }
             #expect(accepted != nil, "requests succeed again once the brokers are back")
+            #expect(try await eventually(seconds: 15) { try await bed.get("/readyz").status == 200 }, "ready again")
 
             let records = try await bed.readAll(bed.topics.requests, partitions: 3, count: 100, seconds: 6)
             let forCall = records.filter { $0.keyString == callId }
@@ -103,4 +104,14 @@ import Testing
             #expect(call["complete"] as? Bool == false)
         }
     }
+}
+
+/// Checks `condition` until it holds (every 100 ms, at most `seconds`).
+func eventually(seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    return try await condition()
 }
