@@ -22,13 +22,14 @@ import Testing
     static func deliveries(_ call: [String: Any]) -> [[String: Any]] { call["deliveries"] as? [[String: Any]] ?? [] }
 
     @Test func ringIsSentAndTheSentStateIsVisibleViaGETAndSSE() async throws {
-        try await DispatchTestbed.with { bed in
+        // The stream must outlive a worker's start (group join, dedupe rebuild) on a busy CI machine.
+        try await DispatchTestbed.with(configure: { $0.eventStreamLimit = .seconds(60) }) { bed in
             let worker = try await bed.startWorker()
             let callId = CallID.make()
             let token = hexToken(0x5e47)
             let accepted = try await bed.post("/v1/calls", json(ringBody(callId: callId, tokens: [token])))
             #expect(accepted.status == 202)
-            let stream = try await bed.get("/v1/calls/\(callId)/events", timeout: .seconds(30))
+            let stream = try await bed.get("/v1/calls/\(callId)/events", timeout: .seconds(70))
             #expect(stream.status == 200)
             #expect(stream.contentType == "text/event-stream")
             let events = Self.sseEvents(stream.text)
