@@ -97,7 +97,10 @@ final class CapturedLogs: Sendable {
         _ = await running.result
 
         let text = logs.text.lowercased()
-        #expect(logs.count > 100, "the run logged (at trace level): \(logs.count) records")
+        // The capture saw the records that concern the tokens: the push, the dead token, the rejected event.
+        for line in ["push sent", "push failed", "event rejected"] {
+            #expect(text.contains(line), "the capture has the worker's \"\(line)\" record (\(logs.count) records)")
+        }
         for (what, secret) in [("device token", good), ("dead device token", dead), ("refused token", badToken),
                                ("invalid event's token", invalidToken), ("API key", state.apiKey), ("wrong API key", wrongKey),
                                ("ack token", payload.ackToken)] {
