@@ -150,7 +150,7 @@ let package = Package(
         .executableTarget(
             name: "push-worker",
             dependencies: [
-                "PushWorker",
+                "PushWorker", "CallpushCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -59,6 +59,8 @@ public struct DispatchConfiguration: Sendable {
     public var eventStreamLimit: Duration = .seconds(600)
     /// Optional status webhooks.
     public var webhook: WebhookConfiguration?
+    /// Problems worth a warning at start (e.g. a secret file other users can read); never secret values.
+    public var warnings: [String] = []
     /// How often `/readyz` checks that Kafka answers (a bounded metadata request). Default 5 s.
     public var readinessProbeInterval: Duration = .seconds(5)
 

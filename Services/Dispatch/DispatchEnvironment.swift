@@ -1,22 +1,12 @@
+import CallpushCore
 import Foundation
 import Kafka
 
 /// A configuration value that is missing or wrong, named by the key the operator has to fix.
 /// Never carries a secret value.
-public struct DispatchConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The environment variable (or file field) at fault.
-    public var key: String
-    /// What is wrong with it.
-    public var problem: String
 
-    /// An error naming `key`.
-    public init(_ key: String, _ problem: String) {
-        self.key = key
-        self.problem = problem
-    }
-
-    public var description: String { "\(key): \(problem)" }
-}
+/// A configuration value that is missing or wrong, named by its key (shared with the push-worker).
+public typealias DispatchConfigurationError = ConfigurationError
 
 /// Reads dispatch's configuration from the environment (every key, default and meaning is in
 /// docs/dispatch.md), validating each value and naming the variable at fault. Secrets come
@@ -24,16 +14,8 @@ public struct DispatchConfigurationError: Error, Sendable, Hashable, CustomStrin
 public enum DispatchEnvironment {
     /// The configuration from `env`; the error names the first variable at fault.
     public static func load(_ env: [String: String] = ProcessInfo.processInfo.environment) throws(DispatchConfigurationError) -> DispatchConfiguration {
-        let reader = Reader(env: env)
-        let bootstrap = try reader.required("CALLPUSH_KAFKA_BOOTSTRAP")
-        let brokers = bootstrap.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard !brokers.isEmpty, brokers.allSatisfy({ $0.contains(":") }) else {
-            throw DispatchConfigurationError("CALLPUSH_KAFKA_BOOTSTRAP", "expected host:port[,host:port…]")
-        }
-        var properties: [String: String] = [:]
-        for (key, value) in env where key.hasPrefix("CALLPUSH_KAFKA_") && key != "CALLPUSH_KAFKA_BOOTSTRAP" {
-            properties[key.dropFirst("CALLPUSH_KAFKA_".count).lowercased().replacingOccurrences(of: "_", with: ".")] = value
-        }
+        let reader = EnvironmentReader(env: env)
+        let (brokers, properties) = try reader.kafka()
         let apps = try appNames(path: try reader.required("CALLPUSH_APPS_FILE"), reader: reader)
         let keys = try APIKeysFile.load(path: try reader.required("CALLPUSH_DISPATCH_API_KEYS_FILE"), reader: reader)
         guard let secret = try reader.secret("CALLPUSH_ACK_SECRET") else {
@@ -78,47 +60,17 @@ public enum DispatchEnvironment {
             webhook.maxAttempts = try reader.int("CALLPUSH_DISPATCH_WEBHOOK_ATTEMPTS", default: webhook.maxAttempts, in: 1...100)
             configuration.webhook = webhook
         }
+        configuration.warnings = reader.warnings
         return configuration
     }
 
     /// The app names of the worker's apps file (its keys); credentials are not read.
-    static func appNames(path: String, reader: Reader) throws(DispatchConfigurationError) -> Set<String> {
+    static func appNames(path: String, reader: EnvironmentReader) throws(DispatchConfigurationError) -> Set<String> {
         let text = try reader.file(path, key: "CALLPUSH_APPS_FILE")
         guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], !object.isEmpty else {
             throw DispatchConfigurationError("CALLPUSH_APPS_FILE", "not a JSON object of apps")
         }
         return Set(object.keys)
-    }
-
-    /// Reads environment values, files and secrets with errors naming the key.
-    struct Reader: Sendable {
-        let env: [String: String]
-
-        func required(_ key: String) throws(DispatchConfigurationError) -> String {
-            guard let value = env[key], !value.isEmpty else { throw DispatchConfigurationError(key, "required") }
-            return value
-        }
-
-        func int(_ key: String, default value: Int, in range: ClosedRange<Int>) throws(DispatchConfigurationError) -> Int {
-            guard let text = env[key] else { return value }
-            guard let number = Int(text), range.contains(number) else {
-                throw DispatchConfigurationError(key, "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return number
-        }
-
-        func file(_ path: String, key: String) throws(DispatchConfigurationError) -> String {
-            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-                throw DispatchConfigurationError(key, "cannot read file \(path)")
-            }
-            return text.hasSuffix("\n") ? String(text.dropLast()) : text
-        }
-
-        /// A secret from `<KEY>_FILE` (preferred) or `<KEY>`; nil when neither is set.
-        func secret(_ key: String) throws(DispatchConfigurationError) -> String? {
-            if let path = env[key + "_FILE"] { return try file(path, key: key + "_FILE") }
-            return env[key]
-        }
     }
 }
 
@@ -165,7 +117,7 @@ public enum APIKeysFile {
         return keys
     }
 
-    static func load(path: String, reader: DispatchEnvironment.Reader) throws(DispatchConfigurationError) -> [APIKey] {
+    static func load(path: String, reader: EnvironmentReader) throws(DispatchConfigurationError) -> [APIKey] {
         try parse(Data(try reader.file(path, key: "CALLPUSH_DISPATCH_API_KEYS_FILE").utf8))
     }
 

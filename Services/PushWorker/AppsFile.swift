@@ -1,3 +1,4 @@
+import CallpushCore
 import APNs
 import Foundation
 

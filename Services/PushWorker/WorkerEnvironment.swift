@@ -1,5 +1,6 @@
 import APNs
 import CallContract
+import CallpushCore
 import Foundation
 import Kafka
 
@@ -38,15 +39,7 @@ public struct WorkerEnvironment: Sendable {
 
     public static func load(_ env: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> WorkerEnvironment {
         let reader = EnvironmentReader(env: env)
-        let bootstrap = try reader.required("CALLPUSH_KAFKA_BOOTSTRAP")
-        let brokers = bootstrap.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard !brokers.isEmpty, brokers.allSatisfy({ $0.contains(":") }) else {
-            throw ConfigurationError("CALLPUSH_KAFKA_BOOTSTRAP", "expected host:port[,host:port…]")
-        }
-        var properties: [String: String] = [:]
-        for (key, value) in env where key.hasPrefix("CALLPUSH_KAFKA_") && key != "CALLPUSH_KAFKA_BOOTSTRAP" {
-            properties[key.dropFirst("CALLPUSH_KAFKA_".count).lowercased().replacingOccurrences(of: "_", with: ".")] = value
-        }
+        let (brokers, properties) = try reader.kafka()
         let podName = env["POD_NAME"].flatMap { $0.isEmpty ? nil : $0 }
         var worker = PushWorkerConfiguration(
             kafka: KafkaConfiguration(bootstrapServers: brokers, clientID: "callpush", properties: properties),
@@ -91,49 +84,5 @@ public struct WorkerEnvironment: Sendable {
             throw ConfigurationError(key, "expected host:port")
         }
         return APNSEndpoint(host: String(parts[0]), port: port)
-    }
-}
-
-/// Reads environment values, files and secrets with errors naming the key, and notes secret
-/// files that other users can read (a warning, logged at start: `chmod 600` them).
-final class EnvironmentReader {
-    let env: [String: String]
-    private(set) var warnings: [String] = []
-
-    init(env: [String: String]) { self.env = env }
-
-    /// Notes a warning when the secret file at `path` is readable or writable by group or others.
-    func auditSecretFile(_ path: String, key: String) {
-        if let warning = SecretFileAudit.warning(path: path, key: key) { warnings.append(warning) }
-    }
-
-    func required(_ key: String) throws(ConfigurationError) -> String {
-        guard let value = env[key], !value.isEmpty else { throw ConfigurationError(key, "required") }
-        return value
-    }
-
-    func int(_ key: String, default value: Int, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-        guard let text = env[key] else { return value }
-        guard let number = Int(text), range.contains(number) else {
-            throw ConfigurationError(key, "expected a whole number from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return number
-    }
-
-    /// The content of `path` (one trailing newline removed).
-    func file(_ path: String, key: String) throws(ConfigurationError) -> String {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw ConfigurationError(key, "cannot read file \(path)")
-        }
-        return text.hasSuffix("\n") ? String(text.dropLast()) : text
-    }
-
-    /// A secret from `<KEY>_FILE` (preferred) or `<KEY>`; nil when neither is set.
-    func secret(_ key: String) throws(ConfigurationError) -> String? {
-        if let path = env[key + "_FILE"] {
-            auditSecretFile(path, key: key + "_FILE")
-            return try file(path, key: key + "_FILE")
-        }
-        return env[key]
     }
 }

@@ -17,6 +17,7 @@ struct DispatchMain {
             FileHandle.standardError.write(Data("dispatch: configuration error: \(error)\n".utf8))
             exit(2)
         }
+        for warning in configuration.warnings { logger.warning("\(warning)") }
         do {
             let app = try DispatchApp(configuration: configuration, logger: logger)
             let group = ServiceGroup(configuration: .init(

@@ -1,3 +1,4 @@
+import CallpushCore
 import Foundation
 import Logging
 import PushWorker

@@ -23,6 +23,18 @@ import Testing
                 "CALLPUSH_DISPATCH_API_KEYS_FILE": keys, "CALLPUSH_ACK_SECRET_FILE": secret]
     }
 
+    @Test func anAckSecretFileOthersCanReadIsWarnedAbout() throws {
+        let env = try Self.environment()
+        let secret = try #require(env["CALLPUSH_ACK_SECRET_FILE"])
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secret)
+        #expect(try DispatchEnvironment.load(env).warnings.isEmpty)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: secret)
+        let warnings = try DispatchEnvironment.load(env).warnings
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.hasPrefix("CALLPUSH_ACK_SECRET_FILE:") == true && warnings.first?.contains("chmod 600") == true)
+        #expect(warnings.first?.contains("ssssssss") == false, "never the secret itself")
+    }
+
     @Test func environmentWithDefaults() throws {
         var env = try Self.environment()
         env["CALLPUSH_KAFKA_SECURITY_PROTOCOL"] = "SASL_SSL"

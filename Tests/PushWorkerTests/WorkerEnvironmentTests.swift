@@ -1,3 +1,4 @@
+import CallpushCore
 import APNs
 import APNsSimulator
 import Foundation
