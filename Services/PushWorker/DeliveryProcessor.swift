@@ -62,24 +62,52 @@ public struct DeliveryProcessor: Sendable {
         self.now = now
     }
 
-    public func process(_ event: InboundEvent) async -> DeliveryResult {
+    /// What an event is, learned before its delivery task starts.
+    public enum Intake: Sendable {
+        /// A cancel, already in effect.
+        case cancelled
+        case ring(RingRequest)
+        case invalid(ContractError)
+    }
+
+    /// Decodes an event and applies a cancel at once. The consume loop calls this in partition
+    /// order before it starts the event's task, so a ring that follows its cancel in the topic
+    /// always sees it (delivery tasks run concurrently and may start in any order).
+    public func intake(_ event: InboundEvent) -> Intake {
         let request: CallRequest
         do {
             request = try CallRequest.decode(Data(event.value))
         } catch {
-            return await reject(event, error: error)
+            return .invalid(error)
         }
         switch request {
         case .cancel(let cancel):
             cancels.cancel(callId: cancel.callId, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
             logger.info("call cancelled", metadata: ["call.id": "\(cancel.callId)"])
+            return .cancelled
+        case .ring(let ring):
+            return .ring(ring)
+        }
+    }
+
+    /// Processes an event whose intake is done (see `intake(_:)`).
+    public func process(_ intake: Intake, event: InboundEvent) async -> DeliveryResult {
+        switch intake {
+        case .cancelled:
             return .finished(nil)
+        case .invalid(let error):
+            return await reject(event, error: error)
         case .ring(let ring):
             guard settings.apps.contains(ring.app) else {
                 return await reject(event, error: ContractError(.invalidValue, path: "app", "unknown app \"\(ring.app)\""), ring: ring)
             }
             return await deliver(ring, event: event)
         }
+    }
+
+    /// Intake and processing in one step (one event at a time).
+    public func process(_ event: InboundEvent) async -> DeliveryResult {
+        await process(intake(event), event: event)
     }
 
     // MARK: - Ring

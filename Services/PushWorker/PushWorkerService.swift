@@ -102,9 +102,11 @@ public final class PushWorkerService: Service, Sendable {
             let event = InboundEvent(partition: message.partition, offset: message.offset, key: message.key, value: message.value)
             let processor = self.processor
             let limiter = self.limiter
+            // Cancels take effect here, in partition order, before any later ring's task starts.
+            let intake = processor.intake(event)
             let task = coordinator.start(event) {
                 defer { limiter.release() }
-                return await processor.process(event)
+                return await processor.process(intake, event: event)
             }
             if task == nil { limiter.release() }
         }

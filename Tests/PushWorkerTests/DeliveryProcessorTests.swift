@@ -147,6 +147,23 @@ import Testing
         #expect(h.publisher.states == [.cancelled])
     }
 
+    /// The consume loop takes in events in topic order and runs their deliveries concurrently: a
+    /// cancel taken in before its ring wins even when the ring's delivery runs first.
+    @Test func aCancelTakenInFirstWinsWhateverOrderTheDeliveriesRunIn() async throws {
+        let h = Harness()
+        let ring = makeRing()
+        func event(_ request: CallRequest, offset: Int64) throws -> InboundEvent {
+            InboundEvent(partition: 0, offset: offset, key: Array(request.callId.utf8), value: Array(try request.encoded()))
+        }
+        let cancelEvent = try event(.cancel(CancelRequest(callId: ring.callId, requestedAt: Date())), offset: 1)
+        let ringEvent = try event(.ring(ring), offset: 2)
+        let cancelIntake = h.processor.intake(cancelEvent)
+        let ringIntake = h.processor.intake(ringEvent)
+        #expect(await h.processor.process(ringIntake, event: ringEvent) == .finished(.cancelled))
+        #expect(await h.processor.process(cancelIntake, event: cancelEvent) == .finished(nil))
+        #expect(h.sender.sent.isEmpty)
+    }
+
     @Test func cancelDuringRetryBackoffStopsTheDelivery() async throws {
         let h = Harness(sender: ScriptedSender(fallback: .unavailable),
                         retry: RetryPolicy(base: .seconds(5), cap: .seconds(5), maxAttempts: 10, minimumRemaining: .milliseconds(5)))
