@@ -199,17 +199,19 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // Helpers shared by the test targets (child processes, ports).
+        .target(name: "CallpushTestSupport", path: "Tests/CallpushTestSupport"),
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator"],
+            dependencies: ["PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport"],
             path: "Tests/PushWorkerTests"
         ),
         .testTarget(
             name: "CallpushCLITests",
             dependencies: [
-                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator",
+                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "CallpushTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -219,7 +221,7 @@ let package = Package(
         .testTarget(
             name: "DispatchTests",
             dependencies: [
-                "DispatchService", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator",
+                "DispatchService", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -235,7 +237,7 @@ let package = Package(
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: [
-                "APNsSimulator", "APNs",
+                "APNsSimulator", "APNs", "CallpushTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -46,11 +46,14 @@ public struct StatusHistoryReader: Sendable {
         var ends: [Int32: Int64] = [:]
         var assignments: [KafkaPartitionAssignment] = []
         let sinceMs = Int64((now.timeIntervalSince1970 - window.seconds) * 1000)
+        // One bound for the whole rebuild: each look-up gets what is left of it.
+        let deadline = started + timeout
+        func remaining() -> Duration { max(.milliseconds(1), deadline - ContinuousClock.now) }
         for partition in partitions {
             do {
-                let marks = try await consumer.queryWatermarks(topic: statusTopic, partition: partition, timeout: timeout)
+                let marks = try await consumer.queryWatermarks(topic: statusTopic, partition: partition, timeout: remaining())
                 let start = try await consumer.startOffset(topic: statusTopic, partition: partition,
-                                                           notBefore: sinceMs, timeout: timeout)
+                                                           notBefore: sinceMs, timeout: remaining())
                 if start < marks.high {
                     ends[partition] = marks.high
                     assignments.append(KafkaPartitionAssignment(topic: statusTopic, partition: partition, start: .offset(max(start, marks.low))))
@@ -64,7 +67,7 @@ public struct StatusHistoryReader: Sendable {
         if !assignments.isEmpty {
             do {
                 try await consumer.assign(assignments)
-                read = try await readUntilEnds(consumer, ends: &ends, stores: &stores, sinceMs: sinceMs, deadline: started + timeout)
+                read = try await readUntilEnds(consumer, ends: &ends, stores: &stores, sinceMs: sinceMs, deadline: deadline)
             } catch {
                 logger.error("status history read failed; dedupe is partial", metadata: ["error": "\(error)"])
             }
@@ -77,6 +80,7 @@ public struct StatusHistoryReader: Sendable {
         logger.info("dedupe rebuilt from status history", metadata: [
             "kafka.partitions": "\(partitions.sorted())", "statuses.read": "\(read)",
             "dedupe.entries": "\(stores.values.reduce(0) { $0 + $1.count })",
+            "duration.ms": "\(Int((ContinuousClock.now - started).seconds * 1000))",
         ])
         return stores
     }

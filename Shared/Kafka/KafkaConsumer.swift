@@ -136,7 +136,8 @@ public final class KafkaConsumer: Service, Sendable {
     /// back-pressure; at the end closes the consumer on this same thread.
     private func pollLoop() {
         let handle = client.handle
-        // Batches of at most a quarter of the buffer bound: the buffer never exceeds 1.25× its bound.
+        // Batches of at most a quarter of the buffer bound: the buffer stays below 1.5× its bound
+        // (one batch collected as it fills, one handed back by an iterator that stopped early).
         let batchLimit = min(Self.batchLimit, max(1, configuration.maxBufferedMessages / 4))
         pollContext.batchCapacity = batchLimit
         pollContext.pending.reserveCapacity(batchLimit)

@@ -1,5 +1,5 @@
+import CallpushTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 @Suite("apns-simulator executable")
@@ -43,23 +43,13 @@ struct ExecutableTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let caPath = directory.appendingPathComponent("ca.pem").path
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.binary())
-        process.arguments = ["--port", "0", "--admin-port", "0", "--write-ca", caPath, "--log-level", "warning"]
-        let stdout = Pipe()
-        process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
-        let lines = LineWaiter()
-        stdout.fileHandleForReading.readabilityHandler = { handle in lines.append(handle.availableData) }
-        let exited = ExitWaiter()
-        process.terminationHandler = { exited.finish($0.terminationStatus) }
-        try process.run()
-        defer {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            stdout.fileHandleForReading.readabilityHandler = nil
+        let process = try ServerProcess(try Self.binary(), ["--port", "0", "--admin-port", "0", "--write-ca", caPath, "--log-level", "warning"])
+        var readyLine: String?
+        _ = await process.wait(upTo: .seconds(20), every: .milliseconds(50)) {
+            readyLine = process.stdout.split(separator: "\n").first { $0.contains("apns-simulator ready") }.map(String.init)
+            return readyLine != nil
         }
-
-        let ready = try await lines.waitFor("apns-simulator ready", timeout: .seconds(20))
+        let ready = try #require(readyLine, "the ready line; stderr:\n\(process.stderrTail())")
         let prefix = try #require(ready.range(of: "https://127.0.0.1:"))
         let port = try #require(Int(ready[prefix.upperBound...].prefix { $0.isNumber }))
         let ca = try String(contentsOfFile: caPath, encoding: .utf8)
@@ -68,9 +58,8 @@ struct ExecutableTests {
         #expect(response.status == 405)
         await client.close()
 
-        kill(process.processIdentifier, SIGTERM)
-        let status = try await exited.wait(timeout: .seconds(20))
-        #expect(status == 0)
+        process.signal(SIGTERM)
+        #expect(await process.exitStatus(within: .seconds(20)) == 0)
     }
 }
 

@@ -1,6 +1,7 @@
 import APNsSimulator
 import ArgumentParser
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Logging
@@ -91,25 +92,11 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let statePath = directory.appendingPathComponent("state.json").path
-        let process = Process()
-        process.executableURL = ChildProcess.productsDirectory.appendingPathComponent("callpush")
-        process.arguments = ["dev", "--port", "0", "--partitions", "2", "--state-file", statePath, "--log-level", "error"]
-        let stdoutPath = directory.appendingPathComponent("stdout").path
-        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
-        process.standardError = FileHandle.nullDevice
-        let exited = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { exited.continuation.yield($0.terminationStatus); exited.continuation.finish() }
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-
-        let ready = ContinuousClock.now + .seconds(90)
-        while !FileManager.default.fileExists(atPath: statePath) && ContinuousClock.now < ready && process.isRunning {
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        let data = try #require(FileManager.default.contents(atPath: statePath), "dev wrote its state file once ready")
+        let process = try ServerProcess("callpush", ["dev", "--port", "0", "--partitions", "2", "--state-file", statePath, "--log-level", "error"])
+        _ = await process.wait(upTo: .seconds(90)) { FileManager.default.fileExists(atPath: statePath) }
+        let data = try #require(FileManager.default.contents(atPath: statePath), "dev wrote its state file once ready; stderr:\n\(process.stderrTail())")
         let state = try JSONDecoder().decode(DevState.self, from: data)
-        let banner = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
+        let banner = process.stdout
         #expect(banner.contains(state.apiKey) && banner.contains("curl -s -X POST \(state.dispatchURL)/v1/calls"), "the banner prints the key and a curl ring")
 
         let token = String(repeating: "7a", count: 32)
@@ -128,15 +115,10 @@ import Testing
         }
         #expect(received, "the simulated phone received the push")
 
-        kill(process.processIdentifier, SIGTERM)
-        let status = await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { for await status in exited.stream { return status }; return nil }
-            group.addTask { try? await Task.sleep(for: .seconds(30)); return nil }
-            defer { group.cancelAll() }
-            return await group.next() ?? nil
-        }
+        process.signal(SIGTERM)
+        let status = await process.exitStatus(within: .seconds(30))
         #expect(status == 0, "Ctrl-C / SIGTERM stops everything cleanly")
-        #expect(((try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "").contains("callpush dev: stopped"))
+        #expect(process.stdout.contains("callpush dev: stopped"))
     }
 
     func firstStatus(kafka: KafkaConfiguration, partitions: Int32, seconds: Double) async throws -> CallStatus? {

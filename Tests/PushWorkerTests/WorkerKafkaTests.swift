@@ -13,10 +13,6 @@ import Testing
     /// 10,000 events counted at the APNs seam (the engine, Kafka layer and coordinator are all real;
     /// only the HTTP/2 hop is replaced, so the test stays within CI time in a debug build).
     @Test func tenThousandRingsThroughTwoWorkersArePushedOnceWithOneTerminalStatusEach() async throws {
-        // KNOWN BUG (open, high priority): in 2 of 4 CI-like runs on 2026-11-22 consumption stalled at
-        // ~5,500 of 10,000 on an idle machine (no loss or duplicate among those handled). Recorded as an
-        // intermittent known issue so it stays visible in every run until it is found and fixed.
-        try await withKnownIssue("intermittent consumption stall at ~5,500 events (under investigation)", isIntermittent: true) {
         try await WorkerTestbed.with(partitions: 6) { bed in
             let sender = ScriptedSender()
             let a = try bed.startWorker("worker-a", sender: sender)
@@ -32,13 +28,10 @@ import Testing
             #expect(wrong == 0, "every call has exactly one terminal status, sent")
             await bed.stop([a, b])
         }
-        }
     }
 
     /// The same through the real APNs client and the simulator, with fewer events.
     @Test func ringsThroughTwoWorkersAndTheSimulatorArePushedOnceWithOneTerminalStatusEach() async throws {
-        // Same KNOWN BUG as above: once stalled at 870 of 1,500 on an idle machine (2026-11-22).
-        try await withKnownIssue("intermittent consumption stall (under investigation)", isIntermittent: true) {
         try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
             // A healthy transport: with too many streams in flight a debug build times out and loses
             // connections, and the retries those force may ring twice (apns.md: a lost response may
@@ -56,7 +49,6 @@ import Testing
             for ring in rings where statuses.terminal(ring.callId) != [.sent] { wrong += 1 }
             #expect(wrong == 0, "every call has exactly one terminal status, sent")
             await bed.stop([a, b])
-        }
         }
     }
 

@@ -1,5 +1,6 @@
 import APNsSimulator
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Testing
@@ -32,13 +33,16 @@ import FoundationNetworking
         try String(repeating: "k", count: 32).write(toFile: secretPath, atomically: true, encoding: .utf8)
         let caPath = directory.appendingPathComponent("ca.pem").path
         try apns.simulator.writeCACertificate(to: caPath)
-        let httpPort = Int.random(in: 20_000...60_000)
+        let httpPort = TestPorts.free()
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.environment = [
+        let environment = [
             "CALLPUSH_KAFKA_BOOTSTRAP": cluster.bootstrapServers,
             "CALLPUSH_KAFKA_TOPIC_METADATA_REFRESH_INTERVAL_MS": "1000",
+            // The mock coordinator waits up to the session timeout minus 1 s for members of a
+            // group that is rebalancing: with the default 45 s, one slow first join under load
+            // keeps the worker unassigned past any reasonable test bound.
+            "CALLPUSH_KAFKA_SESSION_TIMEOUT_MS": "6000",
+            "CALLPUSH_KAFKA_HEARTBEAT_INTERVAL_MS": "500",
             "CALLPUSH_APPS_FILE": appsPath,
             "CALLPUSH_ACK_SECRET_FILE": secretPath,
             "CALLPUSH_APNS_SANDBOX_ENDPOINT": "127.0.0.1:\(apns.simulator.port)",
@@ -47,21 +51,16 @@ import FoundationNetworking
             "CALLPUSH_HTTP_HOST": "127.0.0.1",
             "CALLPUSH_HTTP_PORT": String(httpPort),
             "CALLPUSH_DRAIN_TIMEOUT_MS": "2000",
-            "CALLPUSH_LOG_LEVEL": "warning",
+            "CALLPUSH_LOG_LEVEL": "info",
         ]
-        let exited = ProcessExit()
-        process.terminationHandler = { exited.finish($0.terminationStatus) }
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let process = try ServerProcess(Self.binary, environment: environment)
 
         // Ready once it owns partitions.
-        let readyDeadline = ContinuousClock.now + .seconds(30)
-        var ready = false
-        while !ready && ContinuousClock.now < readyDeadline {
-            if let (_, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(httpPort)/readyz")!),
-               (response as? HTTPURLResponse)?.statusCode == 200 { ready = true } else { try await Task.sleep(for: .milliseconds(200)) }
+        let ready = await process.wait(upTo: .seconds(60), every: .milliseconds(200)) {
+            guard let (_, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(httpPort)/readyz")!) else { return false }
+            return (response as? HTTPURLResponse)?.statusCode == 200
         }
-        try #require(ready, "push-worker became ready")
+        try #require(ready, "push-worker became ready; stderr:\n\(process.stderrTail())")
 
         let ring = makeRing()
         let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(bootstrapServers: [cluster.bootstrapServers]),
@@ -75,9 +74,9 @@ import FoundationNetworking
         }
         #expect(apns.pushes(for: ring.device.token).count == 1, "the process delivered the ring")
 
-        kill(process.processIdentifier, SIGTERM)
-        let status = await exited.wait(atMost: .seconds(20))
-        #expect(status == 0, "graceful stop exits 0 within the bound (nil = still running after 20 s)")
+        process.signal(SIGTERM)
+        let status = await process.exitStatus(within: .seconds(20))
+        #expect(status == 0, "graceful stop exits 0 within the bound (nil = still running after 20 s); stderr:\n\(process.stderrTail())")
 
         await cluster.shutdown()
         await apns.stop()
@@ -86,38 +85,10 @@ import FoundationNetworking
 
     @Test func missingConfigurationExitsTwoNamingTheKey() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "build the push-worker product first")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.environment = ["CALLPUSH_APPS_FILE": "/nonexistent"]
-        let errors = Pipe()
-        process.standardError = errors
-        let exited = ProcessExit()
-        process.terminationHandler = { exited.finish($0.terminationStatus) }
-        try process.run()
-        let status = await exited.wait(atMost: .seconds(20))
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let process = try ServerProcess(Self.binary, environment: ["CALLPUSH_APPS_FILE": "/nonexistent"])
+        let status = await process.exitStatus(within: .seconds(20))
+        let message = process.stderr
         #expect(status == 2)
         #expect(message == "push-worker: configuration error: CALLPUSH_KAFKA_BOOTSTRAP: required\n")
-    }
-}
-
-/// A process's exit status, awaited with a bound.
-final class ProcessExit: Sendable {
-    private let status = AsyncStream<Int32>.makeStream()
-
-    func finish(_ code: Int32) {
-        status.continuation.yield(code)
-        status.continuation.finish()
-    }
-
-    /// The exit status, or nil if the process did not exit in time.
-    func wait(atMost bound: Duration) async -> Int32? {
-        await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { for await code in self.status.stream { return code }; return nil }
-            group.addTask { try? await Task.sleep(for: bound); return nil }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
     }
 }

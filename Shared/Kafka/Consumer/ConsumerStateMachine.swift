@@ -34,6 +34,11 @@ struct ConsumerStateMachine {
     private(set) var revoking: Set<KafkaTopicPartition> = []
     /// Whether the poll thread paused the assignment because the buffer is full.
     var backpressurePaused = false
+    /// Partitions librdkafka holds paused at our request. librdkafka keeps a partition's pause
+    /// across unassign and re-assign, and in 2.0.2 resuming a partition that is not paused
+    /// restarts its fetch from an old position (re-delivery; fixed in 2.4.0). So every pause and
+    /// resume goes through ``pauseChanges()``, which pauses and resumes exactly the difference.
+    private(set) var fetchPaused: Set<KafkaTopicPartition> = []
     /// How many times the poll thread paused for back-pressure (observability, tests).
     var backpressurePauses = 0
 
@@ -80,6 +85,17 @@ struct ConsumerStateMachine {
 
     mutating func setUserPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
         if paused { userPaused.formUnion(partitions) } else { userPaused.subtract(partitions) }
+    }
+
+    /// What to pause and resume in librdkafka so that exactly the assigned partitions the
+    /// application paused (or all of them, under back-pressure) are paused, and no partition
+    /// outside the assignment is left paused. Records the result as librdkafka's state.
+    mutating func pauseChanges() -> (pause: [KafkaTopicPartition], resume: [KafkaTopicPartition]) {
+        let wanted = Set(assigned.keys.filter { backpressurePaused || userPaused.contains($0) })
+        let pause = wanted.subtracting(fetchPaused)
+        let resume = fetchPaused.subtracting(wanted)
+        fetchPaused = wanted
+        return (Array(pause), Array(resume))
     }
 
     func isValid(_ message: KafkaConsumerMessage, fetchedAt batchEpoch: Int) -> Bool {

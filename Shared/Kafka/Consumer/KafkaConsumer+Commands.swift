@@ -104,14 +104,13 @@ extension KafkaConsumer {
                 list.add(topic: assignment.topicPartition.topic, partition: assignment.topicPartition.partition, offset: offset)
             }
             let partitions = assignments.map(\.topicPartition)
-            let toPause = state.withLock { state -> [KafkaTopicPartition] in
+            state.withLock { state in
                 state.replaceAssignment(partitions)
                 epochMirror.store(state.epoch, ordering: .releasing)
-                return state.backpressurePaused ? partitions : partitions.filter { state.userPaused.contains($0) }
             }
             let err = rd_kafka_assign(handle, list.pointer)
+            syncPauses()
             guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { return .failure(KafkaError(rdKafka: err, context: "assign")) }
-            setPaused(toPause, paused: true)
             return .success(())
         case .seek(let partition, let offset):
             state.withLock { state in
@@ -132,14 +131,11 @@ extension KafkaConsumer {
             return .success(())
         case .pause(let partitions):
             state.withLock { $0.setUserPaused(partitions, paused: true) }
-            setPaused(partitions, paused: true)
+            syncPauses()
             return .success(())
         case .resume(let partitions):
-            let backpressure = state.withLock { state -> Bool in
-                state.setUserPaused(partitions, paused: false)
-                return state.backpressurePaused
-            }
-            if !backpressure { setPaused(partitions, paused: false) }
+            state.withLock { $0.setUserPaused(partitions, paused: false) }
+            syncPauses()
             return .success(())
         }
     }

@@ -15,12 +15,11 @@ extension KafkaConsumer: RDKafkaClientDelegate {
             if assignErr != RD_KAFKA_RESP_ERR_NO_ERROR {
                 logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: assignErr))"])
             }
-            let toPause = state.withLock { state -> [KafkaTopicPartition] in
+            state.withLock { state in
                 state.assign(partitions)
                 epochMirror.store(state.epoch, ordering: .releasing)
-                return state.backpressurePaused ? partitions : partitions.filter { state.userPaused.contains($0) }
             }
-            setPaused(toPause, paused: true)
+            syncPauses()
             logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
             runHandler("assign", timeout: configuration.assignTimeout) { [rebalanceHandler] in
                 await rebalanceHandler.onAssign(partitions)
@@ -45,6 +44,7 @@ extension KafkaConsumer: RDKafkaClientDelegate {
                 }
             }
             rd_kafka_assign(handle, nil)
+            syncPauses()  // clears librdkafka's pause of the revoked partitions (it survives re-assignment)
         default:
             logger.error("kafka rebalance error", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
             state.withLock { state in
@@ -53,6 +53,7 @@ extension KafkaConsumer: RDKafkaClientDelegate {
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
             rd_kafka_assign(handle, nil)
+            syncPauses()
         }
         pollContext.pendingEpoch = state.withLock { $0.epoch }
     }
@@ -73,8 +74,16 @@ extension KafkaConsumer: RDKafkaClientDelegate {
         }
     }
 
+    /// Poll thread: brings librdkafka's pause state in line with the assignment, the
+    /// application's pauses and back-pressure (see ``ConsumerStateMachine/pauseChanges()``).
+    func syncPauses() {
+        let (pause, resume) = state.withLock { $0.pauseChanges() }
+        setPaused(pause, paused: true)
+        setPaused(resume, paused: false)
+    }
+
     /// Pauses or resumes partitions in librdkafka (poll thread).
-    func setPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
+    private func setPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
         guard !partitions.isEmpty else { return }
         let list = RDKafkaTopicPartitionList.make(partitions)
         let err = paused ? rd_kafka_pause_partitions(client.handle, list.pointer) : rd_kafka_resume_partitions(client.handle, list.pointer)
@@ -85,25 +94,24 @@ extension KafkaConsumer: RDKafkaClientDelegate {
 
     /// The buffer reached its bound: stop fetching (rebalances are still served).
     func pauseForBackpressure() {
-        let partitions = state.withLock { state -> [KafkaTopicPartition] in
-            guard !state.backpressurePaused else { return [] }
+        let paused = state.withLock { state -> Int? in
+            guard !state.backpressurePaused else { return nil }
             state.backpressurePaused = true
             state.backpressurePauses += 1
-            return Array(state.assigned.keys)
+            return state.assigned.count
         }
-        if !partitions.isEmpty {
-            logger.debug("kafka consumer buffer full; pausing fetch", metadata: ["kafka.partitions": "\(partitions.count)"])
-        }
-        setPaused(partitions, paused: true)
+        guard let paused else { return }
+        logger.debug("kafka consumer buffer full; pausing fetch", metadata: ["kafka.partitions": "\(paused)"])
+        syncPauses()
     }
 
     /// The application caught up: resume fetching (except partitions it paused itself).
     func adjustBackpressure() {
-        let partitions = state.withLock { state -> [KafkaTopicPartition]? in
-            guard state.backpressurePaused, state.bufferedCount <= configuration.maxBufferedMessages / 2 else { return nil }
+        let caughtUp = state.withLock { state -> Bool in
+            guard state.backpressurePaused, state.bufferedCount <= configuration.maxBufferedMessages / 2 else { return false }
             state.backpressurePaused = false
-            return state.assigned.keys.filter { !state.userPaused.contains($0) }
+            return true
         }
-        if let partitions { setPaused(partitions, paused: false) }
+        if caughtUp { syncPauses() }
     }
 }

@@ -2,24 +2,24 @@ import Foundation
 import Synchronization
 
 /// Runs a child process to completion, killed after `timeout` (tests stay bounded).
-enum ChildProcess {
-    struct Output {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-        var timedOut: Bool
-        var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
+public enum ChildProcess {
+    public struct Output: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+        public var timedOut: Bool
+        public var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
     }
 
     /// The directory holding the built executables (the test bundle sits next to them).
-    static var productsDirectory: URL { URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent() }
+    public static var productsDirectory: URL { URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent() }
 
-    /// The repository root (this file is Tests/CallpushCLITests/ChildProcess.swift).
-    static var repositoryRoot: URL {
+    /// The repository root (this file is Tests/CallpushTestSupport/ChildProcess.swift).
+    public static var repositoryRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
                     timeout: Duration = .seconds(60)) async throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -66,7 +66,7 @@ enum ChildProcess {
     }
 
     /// `name` on PATH, or nil.
-    static func findExecutable(_ name: String) -> String? {
+    public static func findExecutable(_ name: String) -> String? {
         for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
             let candidate = "\(directory)/\(name)"
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }

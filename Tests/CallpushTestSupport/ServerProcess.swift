@@ -1,0 +1,103 @@
+import Foundation
+import Synchronization
+
+/// A long-running child process (a service under test): stdout and stderr go to files the
+/// test can read at any time (for a ready line, or to explain a failure), the exit status is
+/// awaited with a bound, and the process is killed when the test drops it.
+///
+/// `@unchecked Sendable`: `Process` is not marked Sendable, but the members used here
+/// (`isRunning`, `processIdentifier`) are safe from any thread once it runs.
+public final class ServerProcess: @unchecked Sendable {
+    public let process: Process
+    private let directory: URL
+    private let exit = AsyncStream<Int32>.makeStream(bufferingPolicy: .bufferingNewest(1))
+
+    /// Starts `executable` (a product name resolves next to the test bundle).
+    public init(_ executable: String, _ arguments: [String] = [], environment: [String: String]? = nil) throws {
+        let path = executable.contains("/") ? executable : ChildProcess.productsDirectory.appendingPathComponent(executable).path
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        for name in ["stdout", "stderr"] {
+            _ = FileManager.default.createFile(atPath: directory.appendingPathComponent(name).path, contents: nil)
+        }
+        process.standardOutput = try FileHandle(forWritingTo: directory.appendingPathComponent("stdout"))
+        process.standardError = try FileHandle(forWritingTo: directory.appendingPathComponent("stderr"))
+        let continuation = exit.continuation
+        process.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
+        try process.run()
+        self.process = process
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    public var isRunning: Bool { process.isRunning }
+    public var stdout: String { (try? String(contentsOf: directory.appendingPathComponent("stdout"), encoding: .utf8)) ?? "" }
+    public var stderr: String { (try? String(contentsOf: directory.appendingPathComponent("stderr"), encoding: .utf8)) ?? "" }
+
+    /// The last lines of stderr, for a failure message.
+    public func stderrTail(lines: Int = 20) -> String {
+        stderr.split(separator: "\n").suffix(lines).joined(separator: "\n")
+    }
+
+    public func signal(_ signal: Int32) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
+
+    /// The exit status, or nil if the process did not exit within `bound` (it is then killed).
+    public func exitStatus(within bound: Duration) async -> Int32? {
+        let stream = exit.stream
+        let status = await withTaskGroup(of: Int32?.self) { group in
+            group.addTask { for await code in stream { return code }; return nil }
+            group.addTask { try? await Task.sleep(for: bound); return nil }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        if status == nil { signal(SIGKILL) }
+        return status
+    }
+
+    /// Polls `check` until it holds, the process exits, or `bound` passes.
+    public func wait(upTo bound: Duration, every interval: Duration = .milliseconds(100),
+                     until check: () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + bound
+        while ContinuousClock.now < deadline {
+            if await check() { return true }
+            guard process.isRunning else { return await check() }
+            try? await Task.sleep(for: interval)
+        }
+        return false
+    }
+}
+
+/// TCP ports for servers started as child processes.
+public enum TestPorts {
+    /// A port that is free now, outside the kernel's ephemeral range (32768–60999 here), where
+    /// the many outgoing connections and embedded brokers of a test run would collide with it.
+    public static func free() -> Int {
+        for _ in 0..<200 {
+            let port = Int.random(in: 12_000...32_000)
+            if canBind(port) { return port }
+        }
+        return Int.random(in: 12_000...32_000)
+    }
+
+    static func canBind(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
