@@ -84,6 +84,12 @@ public struct CallSubmission: Sendable, Hashable, Codable {
     ///   - callId: the call id to use (the submission's, or a generated one).
     ///   - now: `requestedAt` of every event.
     public func rings(callId: String, limits: DispatchLimits, apps: Set<String>, now: Date) throws(DispatchProblem) -> [RingRequest] {
+        try events(callId: callId, limits: limits, apps: apps, now: now).map(\.ring)
+    }
+
+    /// Like ``rings(callId:limits:apps:now:)``, with each event's encoded bytes (the bytes the
+    /// contract check decoded, so they are what gets published).
+    public func events(callId: String, limits: DispatchLimits, apps: Set<String>, now: Date) throws(DispatchProblem) -> [(ring: RingRequest, encoded: Data)] {
         guard !devices.isEmpty else { throw DispatchProblem.invalid("devices", "at least one device is required") }
         guard devices.count <= limits.maxDevices else {
             throw DispatchProblem.invalid("devices", "more than \(limits.maxDevices) devices", code: .tooManyDevices)
@@ -98,13 +104,12 @@ public struct CallSubmission: Sendable, Hashable, Codable {
                                           "must be between \(limits.ringTimeoutSeconds.lowerBound) and \(limits.ringTimeoutSeconds.upperBound)")
         }
         let requestedAt = ContractCoding.truncatedToMilliseconds(now)
-        var rings: [RingRequest] = []
+        var rings: [(ring: RingRequest, encoded: Data)] = []
         for (index, device) in devices.enumerated() {
             let ring = RingRequest(callId: callId, app: app, device: device, caller: caller, hasVideo: hasVideo,
                                    requestedAt: requestedAt, ringDeadline: requestedAt.addingTimeInterval(Double(timeout)),
                                    maxDurationSeconds: maxDurationSeconds, attributes: attributes)
-            try Self.check(ring, deviceIndex: index)
-            rings.append(ring)
+            rings.append((ring, try Self.check(ring, deviceIndex: index)))
         }
         // Known app last: a malformed name is reported as such by the contract check above.
         guard apps.contains(app) else {
@@ -113,8 +118,10 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         return rings
     }
 
-    /// Runs the contract's own decoder over the event and the VoIP payload size check.
-    static func check(_ ring: RingRequest, deviceIndex: Int) throws(DispatchProblem) {
+    /// Runs the contract's own decoder over the event and the VoIP payload size check; returns
+    /// the encoded event.
+    @discardableResult
+    static func check(_ ring: RingRequest, deviceIndex: Int) throws(DispatchProblem) -> Data {
         func mapped(_ error: ContractError) -> DispatchProblem {
             var error = error
             if error.path == "device" || error.path.hasPrefix("device.") {
@@ -122,8 +129,9 @@ public struct CallSubmission: Sendable, Hashable, Codable {
             }
             return DispatchProblem.contract(error)
         }
+        let data: Data
         do {
-            let data = try ContractCoding.encode(CallRequest.ring(ring))
+            data = try ContractCoding.encode(CallRequest.ring(ring))
             _ = try CallRequest.decode(data)
         } catch let error as ContractError {
             throw mapped(error)
@@ -138,6 +146,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         } catch {
             throw mapped(error)
         }
+        return data
     }
 
     /// A digest of what the call asks for (everything but the call id), with the API key's name:

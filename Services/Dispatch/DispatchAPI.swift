@@ -20,10 +20,21 @@ public final class DispatchAPI: Sendable {
     let metrics: DispatchMetrics
     let logger: Logger
     let isReady: @Sendable () -> Bool
+    /// The `callpush-origin` header value of the ring events this process publishes (unique per
+    /// process), so its view reader need not decode them again.
+    let origin: [UInt8]
+
+    /// The header naming the dispatch process that published a ring event.
+    public static let originHeader = "callpush-origin"
+
+    /// A fresh origin value for one process.
+    public static func makeOrigin(instanceID: String) -> [UInt8] { Array("\(instanceID)/\(UUID().uuidString.lowercased())".utf8) }
 
     /// Handlers over a view and a publisher; `isReady` answers `/readyz`.
     public init(configuration: DispatchConfiguration, view: StatusView, publisher: any EventPublishing,
-                metrics: DispatchMetrics, logger: Logger, isReady: @escaping @Sendable () -> Bool) throws(AckTokenError) {
+                metrics: DispatchMetrics, logger: Logger, origin: [UInt8]? = nil,
+                isReady: @escaping @Sendable () -> Bool) throws(AckTokenError) {
+        self.origin = origin ?? Self.makeOrigin(instanceID: configuration.instanceID)
         self.configuration = configuration
         self.view = view
         self.publisher = publisher
@@ -43,7 +54,8 @@ public final class DispatchAPI: Sendable {
         let body = try await collect(request)
         let submission = try CallSubmission.decode(body)
         let callId = submission.callId ?? CallID.make()
-        let rings = try submission.rings(callId: callId, limits: configuration.limits, apps: configuration.apps, now: Date())
+        let events = try submission.events(callId: callId, limits: configuration.limits, apps: configuration.apps, now: Date())
+        let rings = events.map(\.ring)
         let fingerprint = submission.fingerprint(
             keyName: key.name, ringTimeoutSeconds: submission.ringTimeoutSeconds ?? configuration.limits.defaultRingTimeoutSeconds)
         switch idempotency.begin(callId: callId, fingerprint: fingerprint) {
@@ -51,9 +63,9 @@ public final class DispatchAPI: Sendable {
         case .replay(let stored): return Self.json(.accepted, stored)
         case .proceed: break
         }
-        let records = rings.map { ring in
-            KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8),
-                                value: Array((try? ContractCoding.encode(CallRequest.ring(ring))) ?? Data()))
+        let records = events.map { event in
+            KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event.encoded),
+                                headers: [KafkaHeader(key: Self.originHeader, value: origin)])
         }
         let partitions: [Int32]
         do {

@@ -33,14 +33,15 @@ public final class DispatchApp: Sendable {
         let producer = try DispatchProducer(kafka: configuration.kafka, publishTimeout: configuration.publishTimeout,
                                             retryAfterSeconds: configuration.retryAfterSeconds, metrics: metrics, logger: logger)
         let webhooks = configuration.webhook.map { WebhookSender(configuration: $0, metrics: metrics, logger: logger) }
+        let origin = DispatchAPI.makeOrigin(instanceID: configuration.instanceID)
         let reader = StatusViewReader(kafka: configuration.kafka, requestsTopic: configuration.requestsTopic,
                                       statusTopic: configuration.statusTopic, window: configuration.viewWindow, view: view,
-                                      metrics: metrics, logger: logger) { status in
+                                      metrics: metrics, ownOrigin: origin, logger: logger) { status in
             if let webhooks, view.call(status.callId)?.acceptedHere == true { webhooks.enqueue(status) }
         }
         let reachability = KafkaReachability(kafka: configuration.kafka, interval: configuration.readinessProbeInterval, logger: logger)
         let api = try DispatchAPI(configuration: configuration, view: view, publisher: producer, metrics: metrics, logger: logger,
-                                  isReady: { reader.isReady && producer.isHealthy && reachability.isReachable })
+                                  origin: origin, isReady: { reader.isReady && producer.isHealthy && reachability.isReachable })
         self.api = api
         self.view = view
         self.metrics = metrics

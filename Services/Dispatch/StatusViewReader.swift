@@ -20,9 +20,14 @@ public final class StatusViewReader: Service {
     private let logger: Logger
     private let ready = Atomic<Bool>(false)
     private let partitionCounts = Mutex<[String: Int]>([:])
+    /// Ring events with this `callpush-origin` were published (and applied to the view) by this
+    /// process: they are not decoded again.
+    private let ownOrigin: [UInt8]?
 
     public init(kafka: KafkaConfiguration, requestsTopic: String, statusTopic: String, window: Duration, view: StatusView,
-                metrics: DispatchMetrics? = nil, logger: Logger, onStatus: @escaping @Sendable (CallStatus) -> Void = { _ in }) {
+                metrics: DispatchMetrics? = nil, ownOrigin: [UInt8]? = nil, logger: Logger,
+                onStatus: @escaping @Sendable (CallStatus) -> Void = { _ in }) {
+        self.ownOrigin = ownOrigin
         self.kafka = kafka
         self.requestsTopic = requestsTopic
         self.statusTopic = statusTopic
@@ -113,6 +118,7 @@ public final class StatusViewReader: Service {
             view.apply(status: status, partition: message.partition)
             onStatus(status)
         } else if message.topic == requestsTopic {
+            if let ownOrigin, message.header(DispatchAPI.originHeader)?.value == ownOrigin { return }
             guard case .ring(let ring)? = try? CallRequest.decode(Data(message.value)) else { return }
             view.apply(rings: [ring], partition: message.partition)
         }
