@@ -86,7 +86,7 @@ import Testing
 
     @Test func unavailableIsRetriedThenSentBeforeTheDeadline() async throws {
         let clock = ManualClock()  // the deadline is judged on a clock that a loaded machine cannot push past it
-        let h = Harness(now: { clock.now() })
+        let h = Harness(sender: ScriptedSender(now: { clock.now() }), now: { clock.now() })
         let ring = makeRing(ringsFor: 10)
         h.sender.script(ring.device.token, [.unavailable, .unavailable, .unavailable])
         #expect(try await h.process(.ring(ring)) == .finished(.sent))

@@ -11,10 +11,14 @@ final class ScriptedSender: VoIPPushSending {
     private let state = Mutex<(script: [String: [PushAttempt]], sent: [Sent], renewals: Int)>(([:], [], 0))
     let fallback: PushAttempt
     let latency: Duration
+    /// The clock that stamps each attempt (the processor's, when a test judges deadlines on it).
+    let now: @Sendable () -> Date
 
-    init(fallback: PushAttempt = PushAttempt(disposition: .sent, status: 200), latency: Duration = .zero) {
+    init(fallback: PushAttempt = PushAttempt(disposition: .sent, status: 200), latency: Duration = .zero,
+         now: @escaping @Sendable () -> Date = { Date() }) {
         self.fallback = fallback
         self.latency = latency
+        self.now = now
     }
 
     /// Answers the next attempts for `token` with `outcomes` in order, then the fallback.
@@ -24,8 +28,9 @@ final class ScriptedSender: VoIPPushSending {
 
     func send(_ push: VoIPPush) async -> PushAttempt {
         if latency > .zero { try? await Task.sleep(for: latency) }
+        let at = now()
         return state.withLock { state in
-            state.sent.append(Sent(push: push, at: Date()))
+            state.sent.append(Sent(push: push, at: at))
             guard var queue = state.script[push.deviceToken], !queue.isEmpty else { return fallback }
             let next = queue.removeFirst()
             state.script[push.deviceToken] = queue

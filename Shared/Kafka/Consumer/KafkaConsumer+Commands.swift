@@ -29,7 +29,29 @@ extension KafkaConsumer {
         guard case .manual = configuration.mode else {
             throw KafkaError(code: .invalidUsage, message: "assign is only available in manual mode")
         }
+        await loadMetadata(topics: Set(assignments.map(\.topicPartition.topic)))
         try await submit(.assign(assignments))
+    }
+
+    /// Asks the cluster for the metadata of `topics` (bounded, on a dedicated thread), so that
+    /// partitions assigned next know their leader at once. Without it librdkafka 2.0.2 finds
+    /// no leader for a freshly assigned partition of an unknown topic and retries its offset
+    /// lookup only after a fixed 500 ms. Failures are ignored: librdkafka keeps retrying.
+    private func loadMetadata(topics: Set<String>) async {
+        guard !topics.isEmpty, handleGuard.enter() else { return }
+        let handle = UncheckedHandle(client.handle)
+        let timeoutMs = Int32(clamping: min(configuration.closeTimeout, .seconds(5)).milliseconds)
+        await BlockingCall.run("kafka-consumer.metadata") {
+            for topic in topics {
+                guard let rkt = rd_kafka_topic_new(handle.pointer, topic, nil) else { continue }
+                var metadata: UnsafePointer<rd_kafka_metadata>?
+                if rd_kafka_metadata(handle.pointer, 0, rkt, &metadata, timeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata {
+                    rd_kafka_metadata_destroy(metadata)
+                }
+                rd_kafka_topic_destroy(rkt)
+            }
+        }
+        handleGuard.leave()
     }
 
     /// Moves the position of an assigned partition: the next message delivered from it has
