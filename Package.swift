@@ -200,7 +200,11 @@ let package = Package(
 
         // MARK: Tests
         // Helpers shared by the test targets (child processes, ports).
-        .target(name: "CallpushTestSupport", path: "Tests/CallpushTestSupport"),
+        .target(
+            name: "CallpushTestSupport",
+            dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/CallpushTestSupport"
+        ),
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(

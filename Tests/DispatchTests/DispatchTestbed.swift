@@ -2,6 +2,7 @@ import APNs
 import APNsSimulator
 import CallContract
 import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Logging
@@ -107,21 +108,9 @@ final class DispatchTestbed: Sendable {
 
     /// Every record on `topic` (all partitions) from the beginning, read for up to `seconds` or until `count`.
     func readAll(_ topic: String, partitions: Int, count: Int, seconds: Double) async throws -> [KafkaConsumerMessage] {
-        let consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: Self.kafka(cluster, "reader"), mode: .manual),
-                                         logger: quietLogger)
-        try await consumer.assign((0..<Int32(partitions)).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
-        let timer = Task {
-            try? await Task.sleep(for: .seconds(seconds))
-            await consumer.shutdown()
-        }
-        var messages: [KafkaConsumerMessage] = []
-        for try await message in consumer.messages {
-            messages.append(message)
-            if messages.count >= count { break }
-        }
-        timer.cancel()
-        await consumer.shutdown()
-        return messages
+        try await readRecords(kafka: Self.kafka(cluster, "reader"),
+                              from: (0..<Int32(partitions)).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) },
+                              count: count, seconds: seconds, logger: quietLogger)
     }
 
     // MARK: A worker delivering to the APNs simulator

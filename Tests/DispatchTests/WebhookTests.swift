@@ -19,69 +19,77 @@ import Testing
         request.headers.first { $0.name.canonicalName == name }?.value ?? ""
     }
 
-    @Test func statusesOfACallAcceptedHereArePostedEndToEnd() async throws {
-        let received = Mutex<[Received]>([])
-        let router = Router()
-        router.post("/hook") { request, _ -> Response in
-            let body = try await request.body.collect(upTo: 65_536)
-            received.withLock {
-                $0.append(Received(body: Data(body.readableBytesView), timestamp: Self.header(request, "x-callpush-timestamp"),
-                                   signature: Self.header(request, "x-callpush-signature")))
-            }
-            return Response(status: .ok)
+    /// A real HTTP receiver on a free port recording every accepted POST /hook; `failFirst`
+    /// answers the first attempt 500 (the sender must retry).
+    final class Receiver: Sendable {
+        final class Record: Sendable {
+            let received = Mutex<[Received]>([])
+            let attempts = Atomic<Int>(0)
         }
-        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                                   onServerRunning: { portContinuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
-        let receiverGroup = ServiceGroup(services: [receiver], logger: quietLogger)
-        let receiving = Task { try await receiverGroup.run() }
-        var portIterator = ports.makeAsyncIterator()
-        let port = try #require(await portIterator.next())
+        let record = Record()
+        let port: Int
+        private let group: ServiceGroup
+        private let running: Task<Void, any Error>
+
+        init(failFirst: Bool = false) async throws {
+            let record = self.record
+            let router = Router()
+            router.post("/hook") { request, _ -> Response in
+                let body = try await request.body.collect(upTo: 65_536)
+                if record.attempts.add(1, ordering: .relaxed).newValue == 1 && failFirst { return Response(status: .internalServerError) }
+                record.received.withLock {
+                    $0.append(Received(body: Data(body.readableBytesView), timestamp: WebhookTests.header(request, "x-callpush-timestamp"),
+                                       signature: WebhookTests.header(request, "x-callpush-signature")))
+                }
+                return Response(status: .noContent)
+            }
+            let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+            let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                                          onServerRunning: { portContinuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
+            let group = ServiceGroup(services: [application], logger: quietLogger)
+            self.group = group
+            running = Task { try await group.run() }
+            var portIterator = ports.makeAsyncIterator()
+            port = try #require(await portIterator.next())
+        }
+
+        var url: URL { URL(string: "http://127.0.0.1:\(port)/hook")! }
+
+        func stop() async {
+            await group.triggerGracefulShutdown()
+            _ = await running.result
+        }
+    }
+
+    @Test func statusesOfACallAcceptedHereArePostedEndToEnd() async throws {
+        let receiver = try await Receiver()
+        let record = receiver.record
         let secret = Array("webhook-secret-0123456789".utf8)
-        let url = try #require(URL(string: "http://127.0.0.1:\(port)/hook"))
+        let url = receiver.url
 
         try await DispatchTestbed.with(configure: { $0.webhook = WebhookConfiguration(url: url, secret: secret) }) { bed in
             let worker = try await bed.startWorker()
             let callId = CallID.make()
             #expect(try await bed.post("/v1/calls", json(ringBody(callId: callId, tokens: [hexToken(0x400c)]))).status == 202)
             let deadline = ContinuousClock.now + .seconds(30)
-            while !received.withLock({ $0.contains { (try? CallStatus.decode($0.body))?.state == .sent } }), ContinuousClock.now < deadline {
+            while !record.received.withLock({ $0.contains { (try? CallStatus.decode($0.body))?.state == .sent } }), ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(100))
             }
-            let hooks = received.withLock { $0 }
+            let hooks = record.received.withLock { $0 }
             let sent = try #require(hooks.first { (try? CallStatus.decode($0.body))?.state == .sent })
             #expect(try CallStatus.decode(sent.body).callId == callId)
             #expect(sent.signature == "sha256=" + WebhookSender.signature(secret: secret, timestamp: sent.timestamp, body: sent.body))
             await bed.stop(worker)
         }
-        await receiverGroup.triggerGracefulShutdown()
-        _ = await receiving.result
+        await receiver.stop()
     }
 
     @Test func statusesArePostedSignedAndRetriedUntilAccepted() async throws {
-        let received = Mutex<[Received]>([])
-        let attempts = Atomic<Int>(0)
-        let router = Router()
-        router.post("/hook") { request, _ -> Response in
-            let body = try await request.body.collect(upTo: 65_536)
-            // The first attempt fails: the sender must retry.
-            if attempts.add(1, ordering: .relaxed).newValue == 1 { return Response(status: .internalServerError) }
-            received.withLock {
-                $0.append(Received(body: Data(body.readableBytesView), timestamp: Self.header(request, "x-callpush-timestamp"),
-                                   signature: Self.header(request, "x-callpush-signature")))
-            }
-            return Response(status: .noContent)
-        }
-        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let receiver = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                                   onServerRunning: { portContinuation.yield($0.localAddress?.port ?? 0) }, logger: quietLogger)
-        let receiverGroup = ServiceGroup(services: [receiver], logger: quietLogger)
-        let receiving = Task { try await receiverGroup.run() }
-        var portIterator = ports.makeAsyncIterator()
-        let port = try #require(await portIterator.next())
+        let receiver = try await Receiver(failFirst: true)
+        let record = receiver.record
 
         let secret = Array("webhook-secret-0123456789".utf8)
-        var configuration = WebhookConfiguration(url: try #require(URL(string: "http://127.0.0.1:\(port)/hook")), secret: secret)
+        var configuration = WebhookConfiguration(url: receiver.url, secret: secret)
         configuration.maxAttempts = 3
         let sender = WebhookSender(configuration: configuration, metrics: DispatchMetrics(), logger: quietLogger)
         let senderGroup = ServiceGroup(services: [sender], logger: quietLogger)
@@ -93,11 +101,11 @@ import Testing
         }
         for status in statuses { sender.enqueue(status) }
         let deadline = ContinuousClock.now + .seconds(20)
-        while received.withLock({ $0.count }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        while record.received.withLock({ $0.count }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
 
-        let got = received.withLock { $0 }
+        let got = record.received.withLock { $0 }
         try #require(got.count == 2)
-        #expect(attempts.load(ordering: .relaxed) == 3, "the failed first POST was retried")
+        #expect(record.attempts.load(ordering: .relaxed) == 3, "the failed first POST was retried")
         #expect(try got.map { try CallStatus.decode($0.body).state } == [.retrying, .sent], "in order")
         for item in got {
             #expect(item.signature == "sha256=" + WebhookSender.signature(secret: secret, timestamp: item.timestamp, body: item.body))
@@ -107,7 +115,6 @@ import Testing
 
         await senderGroup.triggerGracefulShutdown()
         _ = await sending.result
-        await receiverGroup.triggerGracefulShutdown()
-        _ = await receiving.result
+        await receiver.stop()
     }
 }

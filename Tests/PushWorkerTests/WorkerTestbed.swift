@@ -1,5 +1,6 @@
 import CallContract
 import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Logging
@@ -191,20 +192,8 @@ final class WorkerTestbed: Sendable {
     }
 
     func readDeadLetters(count: Int, seconds: Double) async throws -> [KafkaConsumerMessage] {
-        let consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: Self.kafka(cluster, "dlq-reader"), mode: .manual),
-                                         logger: Self.quietLogger)
-        try await consumer.assign([KafkaPartitionAssignment(topic: topics.dlq, partition: 0, start: .beginning)])
-        let timer = Task {
-            try? await Task.sleep(for: .seconds(seconds))
-            await consumer.shutdown()
-        }
-        var messages: [KafkaConsumerMessage] = []
-        for try await message in consumer.messages {
-            messages.append(message)
-            if messages.count >= count { break }
-        }
-        timer.cancel()
-        await consumer.shutdown()
-        return messages
+        try await readRecords(kafka: Self.kafka(cluster, "dlq-reader"),
+                              from: [KafkaPartitionAssignment(topic: topics.dlq, partition: 0, start: .beginning)],
+                              count: count, seconds: seconds, logger: Self.quietLogger)
     }
 }

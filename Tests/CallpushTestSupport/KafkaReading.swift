@@ -1,0 +1,22 @@
+import Kafka
+import Logging
+
+/// Reads records from explicit partitions (manual assignment) until `count` arrived or `seconds`
+/// passed, whichever is first: a bounded look at what a test's services wrote.
+public func readRecords(kafka: KafkaConfiguration, from assignments: [KafkaPartitionAssignment], count: Int,
+                        seconds: Double, logger: Logger) async throws -> [KafkaConsumerMessage] {
+    let consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
+    try await consumer.assign(assignments)
+    let timer = Task {
+        try? await Task.sleep(for: .seconds(seconds))
+        await consumer.shutdown()
+    }
+    var messages: [KafkaConsumerMessage] = []
+    for try await message in consumer.messages {
+        messages.append(message)
+        if messages.count >= count { break }
+    }
+    timer.cancel()
+    await consumer.shutdown()
+    return messages
+}
