@@ -200,9 +200,11 @@ let package = Package(
 
         // MARK: Tests
         // Helpers shared by the test targets (child processes, ports).
+        // TSan builds only: lets ThreadSanitizer see librdkafka's threads (see shim.c).
+        .target(name: "CThreadsTSanShim", path: "Tests/CThreadsTSanShim"),
         .target(
             name: "CallpushTestSupport",
-            dependencies: ["Kafka", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Kafka", "CThreadsTSanShim", .product(name: "Logging", package: "swift-log")],
             path: "Tests/CallpushTestSupport"
         ),
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),

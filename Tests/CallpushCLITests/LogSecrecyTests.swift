@@ -31,11 +31,11 @@ final class CapturedLogs: Sendable {
             set { metadata[key] = newValue }
         }
 
-        func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-                 file: String, function: String, line: UInt) {
-            let all = self.metadata.merging(explicit ?? [:]) { _, new in new }
+        func log(event: LogEvent) {
+            let all = self.metadata.merging(event.metadata ?? [:]) { _, new in new }
             let rendered = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            sink.lines.withLock { $0.append("\(level) \(label): \(message) \(rendered)") }
+            let error = event.error.map { " error=\($0)" } ?? ""
+            sink.lines.withLock { $0.append("\(event.level) \(label): \(event.message) \(rendered)\(error)") }
         }
     }
 }
