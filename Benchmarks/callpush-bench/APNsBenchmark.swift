@@ -5,6 +5,7 @@ import Crypto
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import Synchronization
 
 /// `callpush-bench apns`: our APNs client against the in-process simulator at 1/2/4 connections,
@@ -28,6 +29,12 @@ struct APNsBenchmark: AsyncParsableCommand {
     static let deviceToken = String(repeating: "a1b2c3d4", count: 8)
     static let payload = #"{"aps":{},"callId":"1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b","caller":{"handle":"driver-1234","displayName":"Driver Tanaka"},"hasVideo":false}"#
 
+    /// The simulator and our client run on separate event loop groups, as if in separate processes
+    /// (h2load and nghttpd are): on NIO's shared group both ends of one connection can land on the
+    /// same thread, and the client would be measured sharing a core with the server it drives.
+    static let simulatorGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+    static let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+
     func run() async throws {
         var logger = Logger(label: "callpush-bench.apns")
         logger.logLevel = .error
@@ -36,7 +43,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         simulatorConfiguration.adminPort = nil
         simulatorConfiguration.tokenKeys = [.init(teamID: Self.teamID, keyID: Self.keyID, publicKey: key.publicKey)]
         simulatorConfiguration.maxRecordedPushes = 1000
-        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
         try await simulator.start()
         print("simulator on 127.0.0.1:\(simulator.port); \(pushes) pushes per run, \(concurrency) in flight")
 
@@ -44,7 +51,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         await simulator.stop()
         if let burst {
             for count in connections {
-                let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+                let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
                 try await simulator.start()
                 try await measureBurst(burst, connections: count, simulator: simulator, key: key, logger: logger)
                 await simulator.stop()
@@ -54,7 +61,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         for count in connections {
             // A fresh simulator per client: a new client signs a new JWT for the same key, which a simulator that
             // already accepted one (like APNs) rejects for 20 minutes with TooManyProviderTokenUpdates.
-            let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+            let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
             try await simulator.start()
             let row = try await measureClient(connections: count, simulator: simulator, key: key, logger: logger)
             await simulator.stop()
@@ -131,6 +138,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         return try APNSClient(
             configuration: configuration,
             apps: ["bench": APNSApp(bundleID: Self.bundleID, credentials: .token(signingKey))],
+            eventLoopGroup: Self.clientGroup,
             logger: logger)
     }
 

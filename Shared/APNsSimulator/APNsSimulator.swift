@@ -40,12 +40,13 @@ public final class APNsSimulator: Service, Sendable {
     let group: any EventLoopGroup
 
     /// Creates a simulator; nothing is bound until ``start()``. A self-signed identity is generated here, so
-    /// ``caCertificatePEM`` is valid before starting.
-    public init(configuration: APNsSimulatorConfiguration, logger: Logger) {
+    /// ``caCertificatePEM`` is valid before starting. `eventLoopGroup` defaults to NIO's shared group; give it
+    /// its own group when a client in the same process must not share its threads (benchmarks).
+    public init(configuration: APNsSimulatorConfiguration, logger: Logger, eventLoopGroup: (any EventLoopGroup)? = nil) {
         self.configuration = configuration
         self.logger = logger
         self.core = SimulatorCore(configuration: configuration, logger: logger)
-        self.group = MultiThreadedEventLoopGroup.singleton
+        self.group = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         do {
             self.certificatesResult = .success(try SimulatorCertificates.make(configuration.tls))
         } catch let error as APNsSimulatorError {
