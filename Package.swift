@@ -206,7 +206,11 @@ let package = Package(
         .target(name: "CThreadsTSanShim", path: "Tests/CThreadsTSanShim"),
         .target(
             name: "CallpushTestSupport",
-            dependencies: ["Kafka", "CThreadsTSanShim", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "Kafka", "CThreadsTSanShim",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             path: "Tests/CallpushTestSupport"
         ),
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),

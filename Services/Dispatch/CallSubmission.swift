@@ -5,7 +5,7 @@ import Foundation
 /// The body of `POST /v1/calls`: ring one or more devices of one callee for one call.
 ///
 /// Decoding checks types and the per-field rules of the contract (device tokens, environments,
-/// caller) and names the failing field by JSON path (`devices[1].token`). ``validate(limits:now:)``
+/// caller) and names the failing field by JSON path (`devices[1].token`). ``events(callId:limits:apps:now:)``
 /// then applies dispatch's own limits and turns the submission into one contract `RingRequest`
 /// per device, each re-checked with the contract's own decoder and the 5120-byte payload limit.
 public struct CallSubmission: Sendable, Hashable, Codable {
@@ -78,17 +78,13 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         }
     }
 
-    /// Checks dispatch's limits and builds the ring events (one per device, in request order).
+    /// Checks dispatch's limits and builds the ring events (one per device, in request order),
+    /// each with its encoded bytes (the bytes the contract check decoded, so they are what gets
+    /// published).
     ///
     /// - Parameters:
     ///   - callId: the call id to use (the submission's, or a generated one).
     ///   - now: `requestedAt` of every event.
-    public func rings(callId: String, limits: DispatchLimits, apps: Set<String>, now: Date) throws(DispatchProblem) -> [RingRequest] {
-        try events(callId: callId, limits: limits, apps: apps, now: now).map(\.ring)
-    }
-
-    /// Like ``rings(callId:limits:apps:now:)``, with each event's encoded bytes (the bytes the
-    /// contract check decoded, so they are what gets published).
     public func events(callId: String, limits: DispatchLimits, apps: Set<String>, now: Date) throws(DispatchProblem) -> [(ring: RingRequest, encoded: Data)] {
         guard !devices.isEmpty else { throw DispatchProblem.invalid("devices", "at least one device is required") }
         guard devices.count <= limits.maxDevices else {
@@ -120,7 +116,6 @@ public struct CallSubmission: Sendable, Hashable, Codable {
 
     /// Runs the contract's own decoder over the event and the VoIP payload size check; returns
     /// the encoded event.
-    @discardableResult
     static func check(_ ring: RingRequest, deviceIndex: Int) throws(DispatchProblem) -> Data {
         func mapped(_ error: ContractError) -> DispatchProblem {
             var error = error

@@ -20,18 +20,9 @@ import Testing
     /// Runs the dev stack (dispatch on a free port) around `body`, then stops it gracefully.
     func withDevStack(_ body: (DevStack, DevState) async throws -> Void) async throws {
         let stack = try await DevStack.start(.init(brokers: 3, partitions: 2, workers: 2, dispatchPort: 0), logger: Self.logger)
-        let group = ServiceGroup(services: stack.services, logger: Self.logger)
-        let running = Task { try await group.run() }
-        do {
-            let state = try await stack.ready()
-            try await body(stack, state)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = await running.result
-            throw error
+        try await withRunning(stack.services, logger: Self.logger) {
+            try await body(stack, try await stack.ready())
         }
-        await group.triggerGracefulShutdown()
-        _ = await running.result
     }
 
     @Test func aRingThroughDispatchReachesTheSimulatedPhoneAndIsReportedSent() async throws {

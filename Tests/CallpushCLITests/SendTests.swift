@@ -1,4 +1,5 @@
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Hummingbird
 import Logging
@@ -70,20 +71,12 @@ import Testing
         logger.logLevel = .critical
         let app = Application(router: fake.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                               onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger)
-        let group = ServiceGroup(services: [app], logger: logger)
-        let running = Task { try await group.run() }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while port.withLock({ $0 }) == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        let bound = try #require(port.withLock { $0 }, "the fake dispatch started")
-        do {
+        try await withRunning([app], logger: logger) {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while port.withLock({ $0 }) == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            let bound = try #require(port.withLock { $0 }, "the fake dispatch started")
             try await body(fake, bound)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = await running.result
-            throw error
         }
-        await group.triggerGracefulShutdown()
-        _ = await running.result
     }
 
     func keyFile(_ key: String) throws -> String {
