@@ -4,6 +4,8 @@ import DispatchService
 import Foundation
 import Kafka
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 
 /// dispatch on the embedded cluster, driven by `wrk`: `POST /v1/calls` (each request a new
@@ -29,6 +31,9 @@ struct DispatchBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if ProcessInfo.processInfo.environment["XX_NIO"] != nil {
+            print("takeover", NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor())
+        }
         var logger = Logger(label: "bench")
         logger.logLevel = .error
         let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
@@ -49,16 +54,16 @@ struct DispatchBenchmark: AsyncParsableCommand {
         let base = "http://127.0.0.1:\(port)"
 
         print("callpush-bench dispatch: wrk \(seconds) s per run, \(threads) threads, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(partitions) partitions")
-        _ = try wrk(url: base + "/v1/calls", connections: 8, seconds: 2, script: script)  // warm up: metadata, connections
+        _ = try await wrk(url: base + "/v1/calls", connections: 8, seconds: 2, script: script)  // warm up: metadata, connections
         print("run                               req/s    p50 ms    p99 ms   non-2xx")
-        let healthz = try wrk(url: base + "/healthz", connections: connections, seconds: seconds, script: nil)
+        let healthz = try await wrk(url: base + "/healthz", connections: connections, seconds: seconds, script: nil)
         print("GET /healthz        c=\(pad(connections)) " + healthz.line)
-        let ring = try wrk(url: base + "/v1/calls", connections: connections, seconds: seconds, script: script)
+        let ring = try await wrk(url: base + "/v1/calls", connections: connections, seconds: seconds, script: script)
         print("POST /v1/calls      c=\(pad(connections)) " + ring.line)
         var half: (Int, WrkResult)?
         var c = 1
         while c < connections {
-            let result = try wrk(url: base + "/v1/calls", connections: c, seconds: seconds, script: script)
+            let result = try await wrk(url: base + "/v1/calls", connections: c, seconds: seconds, script: script)
             print("POST /v1/calls      c=\(pad(c)) " + result.line)
             if half == nil || abs(result.rate - ring.rate / 2) < abs(half!.1.rate - ring.rate / 2) { half = (c, result) }
             if result.rate >= ring.rate / 2 { break }
@@ -102,18 +107,12 @@ struct DispatchBenchmark: AsyncParsableCommand {
         return path
     }
 
-    /// Runs wrk and parses requests/s, the 50 % and 99 % latencies, and non-2xx answers.
-    private func wrk(url: String, connections: Int, seconds: Int, script: String?) throws -> WrkResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/wrk")
+    /// Runs wrk (without blocking a concurrency thread) and parses requests/s, the 50 % and 99 %
+    /// latencies, and non-2xx answers.
+    private func wrk(url: String, connections: Int, seconds: Int, script: String?) async throws -> WrkResult {
         var arguments = ["-t\(min(threads, connections))", "-c\(connections)", "-d\(seconds)s", "--latency", "--timeout", "10s"]
         if let script { arguments += ["-s", script] }
-        process.arguments = arguments + [url]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let output = try await SimulatorPeers.run("/usr/bin/wrk", arguments + [url], timeout: TimeInterval(seconds + 30)).stdout
         func value(after prefix: String) -> String? {
             output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix(prefix) }
                 .map { String($0.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) }

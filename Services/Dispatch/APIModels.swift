@@ -26,6 +26,24 @@ enum APIModels {
                 Delivery(deviceKey: DeviceKey.make(token: $0.device.token), deviceId: $0.device.id, environment: $0.device.environment)
             }
         }
+
+        /// The same bytes as ``APIModels/encode(_:)``, written directly (the answer to every ring).
+        func encoded() -> Data {
+            var json = ContractJSONWriter(capacity: 256)
+            json.object { json in
+                json.member("app", app)
+                json.member("callId", callId)
+                json.member("deliveries", objects: deliveries) { json, delivery in
+                    if let deviceId = delivery.deviceId { json.member("deviceId", deviceId) }
+                    json.member("deviceKey", delivery.deviceKey)
+                    json.member("environment", delivery.environment.rawValue)
+                    json.member("state", delivery.state)
+                }
+                json.member("requestedAt", requestedAt)
+                json.member("ringDeadline", ringDeadline)
+            }
+            return json.data
+        }
     }
 
     struct Cancelled: Encodable {

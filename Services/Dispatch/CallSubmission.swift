@@ -7,7 +7,7 @@ import Foundation
 /// Decoding checks types and the per-field rules of the contract (device tokens, environments,
 /// caller) and names the failing field by JSON path (`devices[1].token`). ``events(callId:limits:apps:now:)``
 /// then applies dispatch's own limits and turns the submission into one contract `RingRequest`
-/// per device, each re-checked with the contract's own decoder and the 5120-byte payload limit.
+/// per device, each checked with the contract's own rules (`RingRequest.validate`) and the 5120-byte payload limit.
 public struct CallSubmission: Sendable, Hashable, Codable {
     /// The idempotency key; generated when absent.
     public var callId: String?
@@ -79,8 +79,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
     }
 
     /// Checks dispatch's limits and builds the ring events (one per device, in request order),
-    /// each with its encoded bytes (the bytes the contract check decoded, so they are what gets
-    /// published).
+    /// each with its encoded bytes (what gets published).
     ///
     /// - Parameters:
     ///   - callId: the call id to use (the submission's, or a generated one).
@@ -114,8 +113,8 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         return rings
     }
 
-    /// Runs the contract's own decoder over the event and the VoIP payload size check; returns
-    /// the encoded event.
+    /// Runs the contract's rules over the event and the VoIP payload size check; returns the
+    /// encoded event.
     static func check(_ ring: RingRequest, deviceIndex: Int) throws(DispatchProblem) -> Data {
         func mapped(_ error: ContractError) -> DispatchProblem {
             var error = error
@@ -124,14 +123,19 @@ public struct CallSubmission: Sendable, Hashable, Codable {
             }
             return DispatchProblem.contract(error)
         }
+        // The event's own rules (device and caller passed their decoders when the request was
+        // decoded); `CallSubmissionTests` checks that what passes decodes back equal.
         let data: Data
         do {
-            data = try ContractCoding.encode(CallRequest.ring(ring))
-            _ = try CallRequest.decode(data)
+            try ring.validate()
+            data = try CallRequest.ring(ring).encoded()
         } catch let error as ContractError {
             throw mapped(error)
         } catch {
             throw DispatchProblem.invalid("", "the request cannot be encoded")
+        }
+        guard data.count <= ContractCoding.maxDocumentBytes else {
+            throw DispatchProblem.invalid("", "the event would be larger than \(ContractCoding.maxDocumentBytes) bytes")
         }
         // The worker adds an ack token (43 characters of base64url) and the device key.
         let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
@@ -147,14 +151,36 @@ public struct CallSubmission: Sendable, Hashable, Codable {
     /// A digest of what the call asks for (everything but the call id), with the API key's name:
     /// the same request again has the same fingerprint; a different one under the same id does not.
     public func fingerprint(keyName: String, ringTimeoutSeconds effective: Int) -> [UInt8] {
-        var normalized = self
-        normalized.callId = nil
-        normalized.ringTimeoutSeconds = effective
-        let data = (try? ContractCoding.encode(normalized)) ?? Data()
-        var hasher = SHA256()
-        hasher.update(data: Array(keyName.utf8) + [0])
-        hasher.update(data: data)
-        return Array(hasher.finalize())
+        // A length-prefixed canonical form (no JSON encoder on the hot path): every string as its
+        // UTF-8 length then bytes, absent values as a length no string has.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        func put(_ text: String?) {
+            guard let text else { return bytes.append(contentsOf: [0xFF, 0xFF, 0xFF, 0xFF]) }
+            let count = UInt32(truncatingIfNeeded: text.utf8.count)
+            bytes.append(contentsOf: [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)])
+            bytes.append(contentsOf: text.utf8)
+        }
+        put(keyName)
+        put(app)
+        put(String(devices.count))
+        for device in devices {
+            put(device.token)
+            put(device.environment.rawValue)
+            put(device.id)
+        }
+        put(caller.handle)
+        put(caller.handleType.rawValue)
+        put(caller.displayName)
+        put(hasVideo ? "1" : "0")
+        put(String(effective))
+        put(maxDurationSeconds.map { String($0) })
+        put(String(attributes.count))
+        for (key, value) in attributes.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+            put(key)
+            put(value)
+        }
+        return Array(SHA256.hash(data: bytes))
     }
 
     /// Encodes with the API's field names.

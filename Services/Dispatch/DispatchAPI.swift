@@ -75,7 +75,7 @@ public final class DispatchAPI: Sendable {
             throw error
         }
         view.apply(rings: rings, partition: partitions.first, acceptedHere: true)
-        let answer = APIModels.encode(APIModels.Accepted(rings: rings))
+        let answer = APIModels.Accepted(rings: rings).encoded()
         idempotency.finish(callId: callId, fingerprint: fingerprint, response: answer)
         logger.debug("call accepted", metadata: [
             "call.id": "\(callId)", "call.devices": "\(rings.count)", "api.key": "\(key.name)",
@@ -96,15 +96,16 @@ public final class DispatchAPI: Sendable {
             }
         }
         let cancel = CancelRequest(callId: callId, requestedAt: ContractCoding.truncatedToMilliseconds(Date()), reason: reason)
+        let event: Data
         do {
-            _ = try CallRequest.decode(try ContractCoding.encode(CallRequest.cancel(cancel)))
+            event = try CallRequest.cancel(cancel).encoded()
+            _ = try CallRequest.decode(event)
         } catch let error as ContractError {
             throw DispatchProblem.contract(error)
         } catch {
             throw DispatchProblem.invalid("reason", "cannot be encoded")
         }
-        let record = KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8),
-                                         value: Array((try? ContractCoding.encode(CallRequest.cancel(cancel))) ?? Data()))
+        let record = KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event))
         _ = try await publisher.publish([record])
         return Self.json(.accepted, APIModels.encode(APIModels.Cancelled(callId: callId, cancelledAt: ContractCoding.format(cancel.requestedAt))))
     }
@@ -152,7 +153,9 @@ public final class DispatchAPI: Sendable {
         guard let header = request.headers[.authorization] else { throw DispatchProblem.missingKey }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw DispatchProblem.missingKey }
-        guard let key = authenticator.authenticate(String(parts[1]).trimmingCharacters(in: .whitespaces)) else {
+        var presented = parts[1].drop(while: { $0 == " " || $0 == "\t" })
+        while let last = presented.last, last == " " || last == "\t" { presented = presented.dropLast() }
+        guard let key = authenticator.authenticate(String(presented)) else {
             throw DispatchProblem.badKey
         }
         if let wait = rateLimiter.acquire(key) { throw DispatchProblem.rateLimited(retryAfter: wait) }

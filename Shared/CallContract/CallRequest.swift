@@ -32,7 +32,14 @@ public enum CallRequest: Sendable, Hashable {
 
     /// The event's JSON bytes (sorted keys, contract field names).
     public func encoded() throws -> Data {
-        try ContractCoding.encode(self)
+        var json = ContractJSONWriter()
+        json.object { json in
+            switch self {
+            case .ring(let ring): ring.write(to: &json)
+            case .cancel(let cancel): cancel.write(to: &json)
+            }
+        }
+        return json.data
     }
 }
 

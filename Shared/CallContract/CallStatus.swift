@@ -160,6 +160,44 @@ public struct CallStatus: Sendable, Hashable, Codable {
 
     /// The status's JSON bytes.
     public func encoded() throws -> Data {
-        try ContractCoding.encode(self)
+        var json = ContractJSONWriter(capacity: 384)
+        json.object { json in
+            if let apns {
+                json.member("apns") { json in
+                    Self.nullable(&json, "id", apns.id) { $0.member("id", $1) }
+                    Self.nullable(&json, "reason", apns.reason) { $0.member("reason", $1) }
+                    Self.nullable(&json, "status", apns.status) { $0.member("status", $1) }
+                    Self.nullable(&json, "timestamp", apns.timestamp) { $0.member("timestamp", $1) }
+                    Self.nullable(&json, "uniqueId", apns.uniqueId) { $0.member("uniqueId", $1) }
+                }
+            } else {
+                json.null("apns")
+            }
+            if let app { json.member("app", app) }
+            json.member("at", at)
+            json.member("attempt", attempt)
+            json.member("callId", callId)
+            Self.nullable(&json, "deviceId", deviceId) { $0.member("deviceId", $1) }
+            Self.nullable(&json, "deviceKey", deviceKey) { $0.member("deviceKey", $1) }
+            if let error {
+                json.member("error") { json in
+                    json.member("code", error.code)
+                    if let domain = error.domain { json.member("domain", domain) }
+                    if let message = error.message { json.member("message", message) }
+                }
+            } else {
+                json.null("error")
+            }
+            json.member("replay", replay)
+            json.member("state", state.rawValue)
+            json.member("worker", worker)
+        }
+        return json.data
+    }
+
+    /// `value`'s member, or `"key":null` (as `encode(to:)` writes absent optionals here).
+    private static func nullable<T>(_ json: inout ContractJSONWriter, _ key: StaticString, _ value: T?,
+                                    _ write: (inout ContractJSONWriter, T) -> Void) {
+        if let value { write(&json, value) } else { json.null(key) }
     }
 }

@@ -34,4 +34,11 @@ public struct Caller: Sendable, Hashable, Codable {
         try c.encode(handleType, forKey: .handleType)
         try c.encodeIfPresent(displayName, forKey: .displayName)
     }
+
+    /// The same members as `encode(to:)`, through the contract's writer.
+    func write(to json: inout ContractJSONWriter) {
+        if let displayName { json.member("displayName", displayName) }
+        json.member("handle", handle)
+        json.member("handleType", handleType.rawValue)
+    }
 }

@@ -30,4 +30,12 @@ public struct CancelRequest: Sendable, Hashable, Codable {
         try c.encode(ContractCoding.format(requestedAt), forKey: .requestedAt)
         try c.encodeIfPresent(reason, forKey: .reason)
     }
+
+    /// `encode(to:)`'s members in sorted order, through the contract's writer.
+    func write(to json: inout ContractJSONWriter) {
+        json.member("callId", callId)
+        if let reason { json.member("reason", reason) }
+        json.member("requestedAt", requestedAt)
+        json.member("type", "cancel")
+    }
 }

@@ -13,11 +13,65 @@ public enum ContractCoding {
     /// Works from whole milliseconds so that parse → format gives back the same text
     /// (formatting a binary fraction such as .0119999 directly would print .011).
     public static func format(_ date: Date) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        appendTimestamp(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``format(_:)``'s text: computed from the Gregorian civil date for years 1600 to 9999
+    /// (every date a call carries), otherwise through Foundation's ISO 8601 formatter — whose
+    /// calendar is Julian before 1582, and the parser's, so that old dates still round-trip.
+    static func appendTimestamp(_ date: Date, to bytes: inout [UInt8]) {
         let millis = milliseconds(date)
-        let (seconds, fraction) = millis.quotientAndRemainder(dividingBy: 1000)
-        let wholeSeconds = fraction < 0 ? seconds - 1 : seconds
-        let ms = fraction < 0 ? fraction + 1000 : fraction
-        let base = Date(timeIntervalSince1970: TimeInterval(wholeSeconds)).formatted(wholeSecondStyle)
+        let (days, msOfDay) = floorDivision(millis, 86_400_000)
+        // Civil date from days since 1970-01-01 (H. Hinnant's days_from_civil, inverted).
+        let z = days + 719_468
+        let era = floorDivision(z, 146_097).quotient
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        guard (1600...9999).contains(year) else {
+            bytes.append(contentsOf: foundationFormat(millis).utf8)
+            return
+        }
+        func digits(_ value: Int64, _ count: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8((value / divisor) % 10))
+                divisor /= 10
+            }
+        }
+        digits(year, 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(msOfDay / 3_600_000, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(msOfDay / 60_000 % 60, 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(msOfDay / 1000 % 60, 2)
+        bytes.append(UInt8(ascii: "."))
+        digits(msOfDay % 1000, 3)
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        let (quotient, remainder) = value.quotientAndRemainder(dividingBy: divisor)
+        return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
+    }
+
+    /// The formatter-based form, for years outside 1600...9999.
+    static func foundationFormat(_ millis: Int64) -> String {
+        let (seconds, ms) = floorDivision(millis, 1000)
+        let base = Date(timeIntervalSince1970: TimeInterval(seconds)).formatted(wholeSecondStyle)
         let digits = String(ms)
         return String(base.dropLast()) + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }

@@ -41,6 +41,13 @@ public struct Device: Sendable, Hashable, Codable {
         try c.encodeIfPresent(id, forKey: .id)
     }
 
+    /// The same members as `encode(to:)`, through the contract's writer.
+    func write(to json: inout ContractJSONWriter) {
+        json.member("environment", environment.rawValue)
+        if let id { json.member("id", id) }
+        json.member("token", token)
+    }
+
     /// Why `token` is not a valid device token, or nil when it is.
     public static func tokenProblem(_ token: String) -> String? {
         guard token.utf8.allSatisfy({ $0.isHexDigit }) else { return "not hexadecimal" }

@@ -74,19 +74,55 @@ public struct RingRequest: Sendable, Hashable, Codable {
 
     private static func decodeAttributes(_ c: KeyedDecodingContainer<CodingKeys>) throws -> [String: String] {
         guard let attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes) else { return [:] }
+        if let problem = attributesProblem(attributes, path: c.path(.attributes)) { throw problem }
+        return attributes
+    }
+
+    /// The first attribute rule `attributes` breaks (count, key and value sizes), or nil.
+    static func attributesProblem(_ attributes: [String: String], path: String) -> ContractError? {
         guard attributes.count <= Limits.attributeCount else {
-            throw c.invalid(.attributes, "more than \(Limits.attributeCount) entries")
+            return ContractError(.invalidValue, path: path, "more than \(Limits.attributeCount) entries")
         }
         for (key, value) in attributes.sorted(by: { $0.key < $1.key }) {
-            let path = "\(c.path(.attributes)).\(key.prefix(Limits.attributeKeyBytes))"
             if key.isEmpty || key.utf8.count > Limits.attributeKeyBytes {
-                throw ContractError(.invalidValue, path: c.path(.attributes), "keys must be 1 to \(Limits.attributeKeyBytes) bytes")
+                return ContractError(.invalidValue, path: path, "keys must be 1 to \(Limits.attributeKeyBytes) bytes")
             }
             if value.utf8.count > Limits.attributeValueBytes {
-                throw ContractError(.invalidValue, path: path, "longer than \(Limits.attributeValueBytes) bytes")
+                return ContractError(.invalidValue, path: "\(path).\(key.prefix(Limits.attributeKeyBytes))",
+                                     "longer than \(Limits.attributeValueBytes) bytes")
             }
         }
-        return attributes
+        return nil
+    }
+
+    /// Applies the decoder's rules for the event's own fields to a value built in code (dispatch
+    /// builds events from a request whose device and caller already passed their decoders):
+    /// call id, app name, deadline after `requestedAt`, maximum duration, attributes, replay.
+    /// A value that passes encodes to an event ``CallRequest/decode(_:)`` accepts as equal.
+    public func validate() throws(ContractError) {
+        guard CallID.normalize(callId) == callId else { throw ContractError(.invalidValue, path: "callId", "not a UUID") }
+        if app.isEmpty { throw ContractError(.invalidValue, path: "app", "must not be empty") }
+        if app.utf8.count > Limits.appNameBytes {
+            throw ContractError(.invalidValue, path: "app", "longer than \(Limits.appNameBytes) bytes")
+        }
+        guard app.utf8.allSatisfy(\.isAppNameCharacter) else {
+            throw ContractError(.invalidValue, path: "app", "only letters, digits, '.', '-' and '_' are allowed")
+        }
+        guard ContractCoding.truncatedToMilliseconds(requestedAt) == requestedAt,
+              ContractCoding.truncatedToMilliseconds(ringDeadline) == ringDeadline else {
+            throw ContractError(.invalidValue, path: "requestedAt", "timestamps carry whole milliseconds")
+        }
+        guard ringDeadline > requestedAt else {
+            throw ContractError(.invalidValue, path: "ringDeadline", "must be later than requestedAt")
+        }
+        if let maxDurationSeconds, !Limits.maxDurationSeconds.contains(maxDurationSeconds) {
+            throw ContractError(.invalidValue, path: "maxDurationSeconds",
+                                "must be between \(Limits.maxDurationSeconds.lowerBound) and \(Limits.maxDurationSeconds.upperBound)")
+        }
+        if let problem = Self.attributesProblem(attributes, path: "attributes") { throw problem }
+        guard Limits.replay.contains(replay) else {
+            throw ContractError(.invalidValue, path: "replay", "must be between \(Limits.replay.lowerBound) and \(Limits.replay.upperBound)")
+        }
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -102,6 +138,21 @@ public struct RingRequest: Sendable, Hashable, Codable {
         try c.encodeIfPresent(maxDurationSeconds, forKey: .maxDurationSeconds)
         try c.encode(attributes, forKey: .attributes)
         try c.encode(replay, forKey: .replay)
+    }
+
+    /// `encode(to:)`'s members in sorted order, through the contract's writer.
+    func write(to json: inout ContractJSONWriter) {
+        json.member("app", app)
+        json.member("attributes", attributes)
+        json.member("callId", callId)
+        json.member("caller") { caller.write(to: &$0) }
+        json.member("device") { device.write(to: &$0) }
+        json.member("hasVideo", hasVideo)
+        if let maxDurationSeconds { json.member("maxDurationSeconds", maxDurationSeconds) }
+        json.member("replay", replay)
+        json.member("requestedAt", requestedAt)
+        json.member("ringDeadline", ringDeadline)
+        json.member("type", "ring")
     }
 
     /// Whether the ring deadline has passed at `now`.

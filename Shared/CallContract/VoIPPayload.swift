@@ -74,17 +74,25 @@ public struct VoIPPayload: Sendable, Hashable, Codable {
 
     /// The payload bytes, refused with `.payloadTooLarge` when over Apple's 5120-byte VoIP limit.
     public func encoded() throws(ContractError) -> Data {
-        let data: Data
-        do {
-            data = try ContractCoding.encode(self)
-        } catch {
-            throw ContractError(.invalidValue, path: "", "payload cannot be encoded")
+        var json = ContractJSONWriter(capacity: 512)
+        json.object { json in
+            json.member("ackToken", ackToken)
+            json.member("attributes", attributes)
+            json.member("callId", callId)
+            json.member("deviceKey", deviceKey)
+            if let displayName { json.member("displayName", displayName) }
+            json.member("handle", handle)
+            json.member("handleType", handleType.rawValue)
+            json.member("hasVideo", hasVideo)
+            if let maxDurationSeconds { json.member("maxDurationSeconds", maxDurationSeconds) }
+            json.member("replay", replay)
+            json.member("ringDeadline", ringDeadline)
         }
-        guard data.count <= Self.maxBytes else {
+        guard json.bytes.count <= Self.maxBytes else {
             throw ContractError(.payloadTooLarge, path: "attributes",
-                                "VoIP payload would be \(data.count) bytes (limit \(Self.maxBytes))")
+                                "VoIP payload would be \(json.bytes.count) bytes (limit \(Self.maxBytes))")
         }
-        return data
+        return json.data
     }
 
     /// Decodes a payload (on the device: `JSONSerialization.data(withJSONObject: payload.dictionaryPayload)`).

@@ -42,6 +42,16 @@ import Testing
         Case(name: "too many devices", body: { json(ringBody(tokens: (0..<11).map { hexToken(100 + $0) })) },
              status: 400, code: "too-many-devices", field: "devices"),
         Case(name: "callId not a UUID", body: { json(ringBody(callId: "call-1")) }, status: 400, code: "invalid-value", field: "callId"),
+        Case(name: "app name with a space", body: { json(ringBody(app: "rider app")) }, status: 400, code: "invalid-value", field: "app"),
+        Case(name: "empty app name", body: { json(ringBody(app: "")) }, status: 400, code: "invalid-value", field: "app"),
+        Case(name: "max duration out of range", body: { var b = ringBody(); b["maxDurationSeconds"] = 0; return json(b) },
+             status: 400, code: "invalid-value", field: "maxDurationSeconds"),
+        Case(name: "too many attributes", body: {
+            json(ringBody(attributes: Dictionary(uniqueKeysWithValues: (0..<33).map { ("k\($0)", "v") })))
+        }, status: 400, code: "invalid-value", field: "attributes"),
+        Case(name: "attribute value too long", body: { json(ringBody(attributes: ["room": String(repeating: "v", count: 1025)])) },
+             status: 400, code: "invalid-value", field: "attributes.room"),
+        Case(name: "empty attribute key", body: { json(ringBody(attributes: ["": "v"])) }, status: 400, code: "invalid-value", field: "attributes"),
         Case(name: "body too large", body: { json(ringBody(attributes: ["big": String(repeating: "x", count: 20_000)])) },
              status: 413, code: "body-too-large", field: nil),
     ]
