@@ -44,7 +44,9 @@ public struct PushWorkerConfiguration: Sendable {
         return KafkaConsumerConfiguration(
             kafka: kafka, mode: .group(id: groupID, topics: [requestsTopic]), groupInstanceID: groupInstanceID,
             sessionTimeout: sessionTimeout, heartbeatInterval: heartbeatInterval,
-            maxBufferedMessages: max(100, min(maxInFlight, 5_000)),
+            // Twice the in-flight bound: the consumer keeps work queued while the limiter is full, so
+            // a pause/resume cycle (which refetches) is rarer and never leaves the deliveries idle.
+            maxBufferedMessages: max(100, min(maxInFlight * 2, 5_000)),
             revokeTimeout: drainTimeout + attemptTimeout + .seconds(15),  // + the outcome-write bound of a push that went out
             assignTimeout: rebuildTimeout + .seconds(5))
     }

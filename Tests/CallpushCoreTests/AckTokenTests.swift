@@ -51,3 +51,37 @@ import CallpushCore
         #expect(Array(a)[14] == "5", "version nibble")
     }
 }
+
+@Suite struct Base64URLCoding {
+    /// Foundation's base64 with the RFC 4648 §5 substitutions, as the reference.
+    static func reference(_ bytes: [UInt8]) -> String {
+        String(Data(bytes).base64EncodedString().compactMap { character -> Character? in
+            switch character {
+            case "+": "-"
+            case "/": "_"
+            case "=": nil
+            default: character
+            }
+        })
+    }
+
+    @Test func matchesFoundationAndRoundTrips() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<70 {
+            for _ in 0..<20 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                let text = Base64URL.encode(bytes)
+                #expect(text == Self.reference(bytes))
+                #expect(Base64URL.decode(text) == bytes)
+            }
+        }
+    }
+
+    @Test func refusesWhatIsNotUnpaddedBase64URL() {
+        for text in ["A", "AA==", "ab+c", "ab/c", "ab c", "AB", "AAAAA", "é"] {
+            #expect(Base64URL.decode(text) == nil, "\(text)")
+        }
+        #expect(Base64URL.decode("AA") == [0])
+        #expect(Base64URL.decode("") == [])
+    }
+}

@@ -89,7 +89,25 @@ extension KafkaConsumer: RDKafkaClientDelegate {
         let err = paused ? rd_kafka_pause_partitions(client.handle, list.pointer) : rd_kafka_resume_partitions(client.handle, list.pointer)
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.warning("kafka pause/resume failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
+        } else if !paused {
+            wakeFetchers(list)
         }
+    }
+
+    /// librdkafka 2.0.2 does not wake a broker thread when partitions are resumed: one with
+    /// nothing left to fetch sleeps up to 1 s before it notices, and a consumer that paused for
+    /// back-pressure starves for that long (worker benchmark: 1.7k → 4.2k events/s once this and a
+    /// deeper buffer were in). A seek to each resumed partition's own position — the offset resume
+    /// would fetch from anyway — does wake it ("seek done"). Partitions with no position yet are
+    /// left to resume alone (their start is still being looked up).
+    private func wakeFetchers(_ resumed: RDKafkaTopicPartitionList) {
+        guard rd_kafka_position(client.handle, resumed.pointer) == RD_KAFKA_RESP_ERR_NO_ERROR else { return }
+        let seek = RDKafkaTopicPartitionList(capacity: Int(resumed.pointer.pointee.cnt))
+        for element in resumed.elements where element.err == RD_KAFKA_RESP_ERR_NO_ERROR && element.offset >= 0 {
+            seek.add(topic: element.partition.topic, partition: element.partition.partition, offset: element.offset)
+        }
+        guard seek.pointer.pointee.cnt > 0 else { return }
+        if let error = rd_kafka_seek_partitions(client.handle, seek.pointer, 0) { rd_kafka_error_destroy(error) }
     }
 
     /// The buffer reached its bound: stop fetching (rebalances are still served).
