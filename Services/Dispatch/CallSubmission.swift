@@ -1,5 +1,4 @@
 import CallContract
-import Crypto
 import Foundation
 
 /// The body of `POST /v1/calls`: ring one or more devices of one callee for one call.
@@ -146,41 +145,6 @@ public struct CallSubmission: Sendable, Hashable, Codable {
             throw mapped(error)
         }
         return data
-    }
-
-    /// A digest of what the call asks for (everything but the call id), with the API key's name:
-    /// the same request again has the same fingerprint; a different one under the same id does not.
-    public func fingerprint(keyName: String, ringTimeoutSeconds effective: Int) -> [UInt8] {
-        // A length-prefixed canonical form (no JSON encoder on the hot path): every string as its
-        // UTF-8 length then bytes, absent values as a length no string has.
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(256)
-        func put(_ text: String?) {
-            guard let text else { return bytes.append(contentsOf: [0xFF, 0xFF, 0xFF, 0xFF]) }
-            let count = UInt32(truncatingIfNeeded: text.utf8.count)
-            bytes.append(contentsOf: [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)])
-            bytes.append(contentsOf: text.utf8)
-        }
-        put(keyName)
-        put(app)
-        put(String(devices.count))
-        for device in devices {
-            put(device.token)
-            put(device.environment.rawValue)
-            put(device.id)
-        }
-        put(caller.handle)
-        put(caller.handleType.rawValue)
-        put(caller.displayName)
-        put(hasVideo ? "1" : "0")
-        put(String(effective))
-        put(maxDurationSeconds.map { String($0) })
-        put(String(attributes.count))
-        for (key, value) in attributes.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-            put(key)
-            put(value)
-        }
-        return Array(SHA256.hash(data: bytes))
     }
 
     /// Encodes with the API's field names.
