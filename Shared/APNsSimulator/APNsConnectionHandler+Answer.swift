@@ -29,7 +29,7 @@ extension APNsConnectionHandler {
         var rng = SystemRandomNumberGenerator()
         let delay = faults.latency?.sampleNanoseconds(using: &rng) ?? 0
         let head = PushRequestHead(headers: headers)
-        let apnsID = RequestValidator.requestAPNsID(head) ?? UUID().uuidString.lowercased()
+        let apnsID = RequestValidator.requestAPNsID(head) ?? RandomUUID.string()
 
         func reject(_ reason: APNsReason, timestamp: Date? = nil) -> PushDecision {
             core.reject(reason.reason)
@@ -79,7 +79,7 @@ extension APNsConnectionHandler {
             return reject(APNsReason(status: injection.status, reason: injection.reason))
         }
 
-        let uniqueID = core.environment == .sandbox ? UUID().uuidString.lowercased() : nil
+        let uniqueID = core.environment == .sandbox ? RandomUUID.string() : nil
         var recordHeaders = push.recordHeaders
         if let authorizationRecord { recordHeaders["authorization"] = authorizationRecord }
         let record = RecordedPush(

@@ -75,7 +75,13 @@ struct ValidationTests {
                 )
                 #expect(response.status == testCase.status)
                 #expect(response.reason == testCase.reason)
-                #expect(response.headers["apns-id"].map { !$0.isEmpty } == true)
+                // Without an apns-id in the request the simulator makes one up, as APNs does: a
+                // lower-case version-4 UUID.
+                let apnsID = try #require(response.headers["apns-id"])
+                #expect(UUID(uuidString: apnsID) != nil, "\(apnsID)")
+                if !headers.contains(where: { $0.0 == "apns-id" }) {
+                    #expect(apnsID == apnsID.lowercased() && Array(apnsID)[14] == "4" && "89ab".contains(Array(apnsID)[19]), "\(apnsID)")
+                }
                 #expect(simulator.pushes().count == (testCase.status == 200 ? 1 : 0))
             }
         }
@@ -94,6 +100,7 @@ struct ValidationTests {
                 #expect(response.status == 200)
                 #expect(response.headers["apns-id"] == apnsID)
                 let uniqueID = try #require(response.headers["apns-unique-id"])
+                #expect(UUID(uuidString: uniqueID) != nil && Array(uniqueID)[14] == "4" && uniqueID == uniqueID.lowercased())
                 let push = try #require(simulator.pushes().first)
                 #expect(push.deviceToken == TestSupport.token)
                 #expect(push.payload == TestSupport.payload)
