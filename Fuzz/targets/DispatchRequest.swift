@@ -10,6 +10,12 @@ import Foundation
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDispatchRequest(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let body = Data(bytes: start, count: count)
+    // The fast body decoder may only accept what JSONDecoder accepts, as the same value.
+    if let value = FastJSON.parse(body), let fast = CallSubmission(fast: value) {
+        guard let slow = try? ContractCoding.decode(CallSubmission.self, from: body), slow == fast else {
+            fatalError("fast path accepted what the decoder refuses or reads differently: \(String(decoding: body, as: UTF8.self))")
+        }
+    }
     let submission: CallSubmission
     do {
         submission = try CallSubmission.decode(body)

@@ -1,4 +1,5 @@
-// libFuzzer target: the worker's event decoder (`CallRequest.decode`) and status decoder
+// libFuzzer target: the worker's event decoder (`CallRequest.decode`, its fast path checked
+// against the JSONDecoder path) and status decoder
 // (`CallStatus.decode`, used by dedupe rebuild, dispatch's view and `callpush status`).
 // Any input must end in a value or a `ContractError` — never a crash — and a decoded value
 // must survive an encode/decode round trip unchanged (what the worker re-publishes on replay).
@@ -8,6 +9,12 @@ import Foundation
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzEventDecoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let data = Data(bytes: start, count: count)
+    // The fast ring decoder may only accept what JSONDecoder accepts, as the same value.
+    if let fast = CallRequest.fastRing(data) {
+        guard let slow = try? ContractCoding.decode(CallRequest.self, from: data), slow == .ring(fast) else {
+            fatalError("fast path accepted what the decoder refuses or reads differently: \(String(decoding: data, as: UTF8.self))")
+        }
+    }
     if let request = try? CallRequest.decode(data) {
         guard let encoded = try? request.encoded() else { fatalError("a decoded request failed to encode") }
         guard let again = try? CallRequest.decode(encoded), again == request else {

@@ -68,8 +68,36 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes) ?? [:]
     }
 
+    /// A body in ``FastJSON``'s subset that the decoder above would accept, decoded without
+    /// `JSONDecoder`; nil hands the body to the decoder (which also names any error).
+    /// `CallSubmissionTests` and the `DispatchRequest` fuzz target check the two agree.
+    init?(fast value: FastJSON.Value) {
+        guard value.onlyKeys(["callId", "app", "devices", "caller", "hasVideo", "ringTimeoutSeconds", "maxDurationSeconds", "attributes"]),
+              let callIdText = value.text("callId"),
+              case .string(let app)? = value["app"],
+              case .array(let deviceValues)? = value["devices"],
+              let callerValue = value["caller"], let caller = Caller(fast: callerValue),
+              let hasVideo = value.flag("hasVideo"), let ringTimeout = value.integer("ringTimeoutSeconds"),
+              let maxDuration = value.integer("maxDurationSeconds"), let attributes = value.stringMap("attributes")
+        else { return nil }
+        var callId: String?
+        if let callIdText {
+            guard let normalized = CallID.normalize(callIdText) else { return nil }
+            callId = normalized
+        }
+        var devices: [Device] = []
+        devices.reserveCapacity(deviceValues.count)
+        for deviceValue in deviceValues {
+            guard let device = Device(fast: deviceValue) else { return nil }
+            devices.append(device)
+        }
+        self.init(callId: callId, app: app, devices: devices, caller: caller, hasVideo: hasVideo ?? false,
+                  ringTimeoutSeconds: ringTimeout, maxDurationSeconds: maxDuration, attributes: attributes)
+    }
+
     /// Decodes a request body; every failure is a 400 problem naming the field.
     public static func decode(_ body: Data) throws(DispatchProblem) -> CallSubmission {
+        if let value = FastJSON.parse(body), let submission = CallSubmission(fast: value) { return submission }
         do {
             return try ContractCoding.decode(CallSubmission.self, from: body)
         } catch {

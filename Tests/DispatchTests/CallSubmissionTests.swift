@@ -63,4 +63,38 @@ import Testing
         }
         #expect(accepted >= 6, "the valid combinations are accepted")
     }
+
+    /// The fast body decoder in front of `JSONDecoder` accepts only what the decoder accepts, as
+    /// the same value (request bodies and random mutations of them).
+    @Test func theFastBodyDecoderAgreesWithTheDecoder() throws {
+        var generator = SystemRandomNumberGenerator()
+        let inserts = Array(#"{}[],:" \-0123456789.eEnulltruefalse"#.utf8) + [0x00, 0x7F, 0xC3]
+        var fastCount = 0
+        let plain = Self.submissions().map { submission -> CallSubmission in
+            var submission = submission
+            submission.caller = Caller(handle: "driver-1", displayName: "Driver")
+            return submission
+        }
+        for submission in Self.submissions() + plain + [CallSubmission(callId: "1B4E28BA-2FA1-4D3B-A3F5-EF19B5A7633B", app: "rider",
+                                                               devices: [Device(token: String(repeating: "cd", count: 40), environment: .production)],
+                                                               caller: Caller(handle: "h", handleType: .phoneNumber), ringTimeoutSeconds: 45)] {
+            let original = Array(try ContractCoding.encode(submission))
+            for round in 0..<20 {
+                var bytes = original
+                for _ in 0..<(round == 0 ? 0 : Int.random(in: 1...3, using: &generator)) where !bytes.isEmpty {
+                    let at = Int.random(in: 0..<bytes.count, using: &generator)
+                    switch Int.random(in: 0...2, using: &generator) {
+                    case 0: bytes.remove(at: at)
+                    case 1: bytes.insert(inserts.randomElement(using: &generator)!, at: at)
+                    default: bytes[at] = inserts.randomElement(using: &generator)!
+                    }
+                }
+                let data = Data(bytes)
+                guard let value = FastJSON.parse(data), let fast = CallSubmission(fast: value) else { continue }
+                fastCount += 1
+                #expect((try? ContractCoding.decode(CallSubmission.self, from: data)) == fast, "\(String(decoding: data, as: UTF8.self))")
+            }
+        }
+        #expect(fastCount > 50, "the fast path is exercised")
+    }
 }
