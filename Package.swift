@@ -41,6 +41,8 @@ let package = Package(
         ),
 
         // MARK: Libraries
+        // A pthread-backed lock (ThreadSanitizer sees it; see Shared/Locking/Locked.swift).
+        .target(name: "Locking", path: "Shared/Locking"),
         .target(
             name: "CallContract",
             path: "Shared/CallContract"
@@ -55,7 +57,7 @@ let package = Package(
         ),
         .target(
             name: "Kafka",
-            dependencies: [
+            dependencies: ["Locking",
                 "CRdKafka",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -64,7 +66,7 @@ let package = Package(
         ),
         .target(
             name: "APNs",
-            dependencies: [
+            dependencies: ["Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -78,7 +80,7 @@ let package = Package(
         ),
         .target(
             name: "APNsSimulator",
-            dependencies: [
+            dependencies: ["Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -98,7 +100,7 @@ let package = Package(
         // MARK: Services (libraries behind the programs, so tests call the same builders)
         .target(
             name: "PushWorker",
-            dependencies: [
+            dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka", "APNs",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -111,7 +113,7 @@ let package = Package(
 
         .target(
             name: "DispatchService",
-            dependencies: [
+            dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -128,7 +130,7 @@ let package = Package(
 
         .target(
             name: "CallpushCLI",
-            dependencies: [
+            dependencies: ["Locking",
                 "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "PushWorker", "DispatchService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -178,7 +180,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "callpush-bench",
-            dependencies: [
+            dependencies: ["Locking",
                 "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -191,7 +193,7 @@ let package = Package(
 
         .executableTarget(
             name: "callpush-campaign",
-            dependencies: [
+            dependencies: ["Locking",
                 "Kafka", "CallContract",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -206,7 +208,7 @@ let package = Package(
         .target(name: "CThreadsTSanShim", path: "Tests/CThreadsTSanShim"),
         .target(
             name: "CallpushTestSupport",
-            dependencies: [
+            dependencies: ["Locking",
                 "Kafka", "CThreadsTSanShim",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -217,12 +219,12 @@ let package = Package(
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport"],
+            dependencies: ["Locking", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport"],
             path: "Tests/PushWorkerTests"
         ),
         .testTarget(
             name: "CallpushCLITests",
-            dependencies: [
+            dependencies: ["Locking",
                 "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "CallpushTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -232,7 +234,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DispatchTests",
-            dependencies: [
+            dependencies: ["Locking",
                 "DispatchService", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -244,11 +246,11 @@ let package = Package(
             ],
             path: "Tests/DispatchTests"
         ),
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], path: "Tests/KafkaTests"),
-        .testTarget(name: "APNsTests", dependencies: ["APNs", "APNsSimulator"], path: "Tests/APNsTests"),
+        .testTarget(name: "KafkaTests", dependencies: ["Locking", "Kafka"], path: "Tests/KafkaTests"),
+        .testTarget(name: "APNsTests", dependencies: ["Locking", "APNs", "APNsSimulator"], path: "Tests/APNsTests"),
         .testTarget(
             name: "APNsSimulatorTests",
-            dependencies: [
+            dependencies: ["Locking",
                 "APNsSimulator", "APNs", "CallpushTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

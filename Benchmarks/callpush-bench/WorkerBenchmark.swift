@@ -8,7 +8,7 @@ import Kafka
 import Logging
 import PushWorker
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// End to end on the embedded cluster and the simulator: ring events produced → push at the
 /// simulator → `sent` status consumed. Throughput and latency at saturation and at a fixed
@@ -96,7 +96,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         }
 
         let producedAt = Timestamps()
-        let sentLatencies = Mutex<[Double]>([])
+        let sentLatencies = Locked<[Double]>([])
         let total = offeredRate.map { $0 * seconds } ?? events
         // Manual assignment: no group join delay before the first status can be read.
         let statusConsumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
@@ -206,7 +206,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
 
     /// When each call's event was produced.
     final class Timestamps: Sendable {
-        private let map = Mutex<[String: ContinuousClock.Instant]>([:])
+        private let map = Locked<[String: ContinuousClock.Instant]>([:])
         func set(_ ids: [String], _ instant: ContinuousClock.Instant) { map.withLock { for id in ids { $0[id] = instant } } }
         func get(_ id: String) -> ContinuousClock.Instant? { map.withLock { $0[id] } }
     }

@@ -1,6 +1,6 @@
 import CallContract
 import Foundation
-import Synchronization
+import Locking
 
 /// Rings calls through dispatch (`POST /v1/calls`) at a steady rate and remembers what dispatch
 /// answered: accepted (202, with the deliveries it promised), refused (503: the client was told)
@@ -23,7 +23,7 @@ final class CallLoad: Sendable {
     }
 
     private let stack: Stack
-    private let calls = Mutex<[Call]>([])
+    private let calls = Locked<[Call]>([])
     let ringTimeoutSeconds: Int
 
     init(stack: Stack, ringTimeoutSeconds: Int) {

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -36,7 +36,7 @@ final class ChildProcess: Sendable {
     let logPath: String
     /// A class around the lock so the termination handler can hold it before `self` exists.
     private final class StateBox: Sendable {
-        let mutex = Mutex(State())
+        let mutex = Locked(State())
     }
     private let box = StateBox()
 

@@ -1,6 +1,6 @@
 import Foundation
 import Kafka
-import Synchronization
+import Locking
 
 /// The faults of one campaign, scheduled over the load: one cycle of every fault kind per
 /// `cycle` (≈ 80 s), repeated while the load lasts (`--long` runs several cycles).
@@ -13,9 +13,9 @@ final class FaultPlan: Sendable {
 
     private let stack: Stack
     private let directory: String
-    private let injected = Mutex<[Injected]>([])
-    private let invalid = Mutex<[InvalidEvents.Event]>([])
-    private let problems = Mutex<[String]>([])
+    private let injected = Locked<[Injected]>([])
+    private let invalid = Locked<[InvalidEvents.Event]>([])
+    private let problems = Locked<[String]>([])
 
     init(stack: Stack, directory: String) {
         self.stack = stack

@@ -2,7 +2,7 @@ import CallContract
 import Foundation
 import Kafka
 import Logging
-import Synchronization
+import Locking
 
 /// Reads `voip.call-status` and the DLQ from the beginning (manual assignment, nothing
 /// committed) for the whole campaign: every status per delivery, when the first `sent` was seen,
@@ -22,9 +22,9 @@ final class OutcomeCollector: Sendable {
     }
 
     private let consumer: KafkaConsumer
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let started = ContinuousClock.now
-    private let reading = Mutex<Task<Void, Never>?>(nil)
+    private let reading = Locked<Task<Void, Never>?>(nil)
 
     init(bootstrap: String, logger: Logger) async throws {
         let kafka = KafkaConfiguration(bootstrapServers: [bootstrap], clientID: "campaign-observer",

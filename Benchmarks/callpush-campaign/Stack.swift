@@ -2,7 +2,7 @@ import CallContract
 import Foundation
 import Kafka
 import Logging
-import Synchronization
+import Locking
 
 /// The system under test: the embedded Kafka cluster (in this process, so faults can be injected
 /// through its API) and, as child processes, the APNs simulator, dispatch and the push-workers.
@@ -21,9 +21,9 @@ final class Stack: Sendable {
     /// Seconds since the stack was created (for log lines).
     var elapsed: Double { (ContinuousClock.now - started).seconds }
     /// Every run of every child, by name (a restarted worker has two runs).
-    private let runs = Mutex<[String: [ChildProcess]]>([:])
+    private let runs = Locked<[String: [ChildProcess]]>([:])
     /// The next unused token key (one per worker run; see ``CampaignFiles``).
-    private let nextKey = Mutex(0)
+    private let nextKey = Locked(0)
 
     var adminURL: String { "http://127.0.0.1:\(adminPort)/admin" }
     var dispatchURL: String { "http://127.0.0.1:\(dispatchPort)" }

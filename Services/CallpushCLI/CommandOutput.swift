@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// Where a command writes: results to `out` (stdout), progress and errors to `error` (stderr).
 /// Tests pass a capturing output to run the same command logic in-process.
@@ -16,7 +16,7 @@ struct CommandOutput: Sendable {
 
 /// Captures a command's output (tests).
 final class CapturedOutput: Sendable {
-    private let lines = Mutex<(out: [String], error: [String])>(([], []))
+    private let lines = Locked<(out: [String], error: [String])>(([], []))
 
     var output: CommandOutput {
         CommandOutput(out: { text in self.lines.withLock { $0.out.append(text) } },

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// `callpush dev`: everything on embedded defaults in one process.
 struct DevCommand: AsyncParsableCommand {
@@ -62,7 +62,7 @@ struct DevCommand: AsyncParsableCommand {
         }
         let group = ServiceGroup(configuration: .init(services: stack.services.map { .init(service: $0) },
                                                       gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        let ended = Mutex(false)
+        let ended = Locked(false)
         let running = Task {
             defer { ended.withLock { $0 = true } }
             try await group.run()

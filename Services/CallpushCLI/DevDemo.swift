@@ -1,7 +1,7 @@
 import APNsSimulator
 import CallContract
 import Foundation
-import Synchronization
+import Locking
 
 /// `callpush dev --demo`: rings four calls through dispatch's HTTP API, each meeting a different
 /// fate, and prints every status change live as dispatch streams it (Server-Sent Events):
@@ -84,7 +84,7 @@ struct DevDemo {
     /// Streams one call's statuses until its delivery is terminal; cancels it when the scenario says so.
     private func follow(_ scenario: Scenario, callId: String, http: HTTPExchange, auth: [(String, String)], started: Date) async throws -> Result {
         let events = SSELineSplitter()
-        let final = Mutex<CallStatus.State?>(nil)
+        let final = Locked<CallStatus.State?>(nil)
         let print = self.print
         let stream = try await http.send(.GET, "/v1/calls/\(callId)/events", headers: auth + [("Accept", "text/event-stream")],
                                          timeout: .seconds(scenario.ringTimeoutSeconds + 30)) { chunk in

@@ -7,7 +7,7 @@ import Kafka
 import Logging
 import PushWorker
 import ServiceLifecycle
-import Synchronization
+import Locking
 import DispatchService
 
 /// The embedded system `callpush dev` runs: a mock Kafka cluster with the topics, the APNs
@@ -113,7 +113,7 @@ public struct DevStack: Sendable {
     /// describes the running system.
     public func ready(timeout: Duration = .seconds(60), abandonIf stopped: @Sendable () -> Bool = { false }) async throws -> DevState {
         let deadline = ContinuousClock.now + timeout
-        let bound = Mutex<Int?>(nil)
+        let bound = Locked<Int?>(nil)
         let dispatch = self.dispatch
         let waiter = Task { let port = await dispatch.port(); bound.withLock { $0 = port } }
         defer { waiter.cancel() }

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// "Stop at the next safe point": set by SIGINT / SIGTERM (``installSignalHandlers()``) or by a
 /// test. Long-running commands check it between records and stop cleanly.
@@ -9,9 +9,9 @@ final class Interruption: Sendable {
         var requested = false
         var handlers: [@Sendable () -> Void] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Signal sources, kept alive while the handlers are installed.
-    private let sources = Mutex<[any DispatchSourceSignal]>([])
+    private let sources = Locked<[any DispatchSourceSignal]>([])
 
     init() {}
 

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Coordinates the read loop and its watchdog: the watchdog may close the consumer only while
 /// no record is being processed, so a publish is always followed by its commit.
@@ -9,7 +9,7 @@ final class ReplayGate: Sendable {
         var closed = false
         var lastActivity = ContinuousClock.now
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Before processing a record; `false` means stop.
     func begin() -> Bool {

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Splits a `text/event-stream` into events (`event:` name, `data:` lines) as chunks arrive.
 final class SSELineSplitter: Sendable {
@@ -11,7 +11,7 @@ final class SSELineSplitter: Sendable {
         var name = "message"
         var data: [String] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func feed(_ chunk: [UInt8]) -> [Event] {
         state.withLock { state in

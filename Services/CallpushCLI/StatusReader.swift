@@ -2,7 +2,7 @@ import CallContract
 import Foundation
 import Kafka
 import Logging
-import Synchronization
+import Locking
 
 /// Reads one call's statuses from the status topic (every partition, from now − window) and
 /// prints them as they are read: to the end captured at start, or with ``follow`` until every
@@ -109,7 +109,7 @@ final class StatusWatch: Sendable {
         var lastActivity = ContinuousClock.now
         var allTerminalSince: ContinuousClock.Instant?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func activity() { state.withLock { $0.lastActivity = .now } }
 

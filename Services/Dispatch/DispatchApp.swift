@@ -4,7 +4,7 @@ import Hummingbird
 import Kafka
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// Builds a dispatch instance from its configuration: the services in start order (shutdown runs
 /// in reverse: the HTTP server stops before the view reader and the producer flushes).
@@ -71,7 +71,7 @@ final class BoundPort: Sendable {
         var waiters: [CheckedContinuation<Int, Never>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func set(_ port: Int) {
         let waiters = state.withLock { state -> [CheckedContinuation<Int, Never>] in

@@ -2,7 +2,7 @@ import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// Where dispatch publishes events: a seam so the HTTP layer can be tested without Kafka.
 public protocol EventPublishing: Sendable {
@@ -22,7 +22,7 @@ public final class DispatchProducer: EventPublishing, Service {
     private let publishTimeout: Duration
     private let retryAfter: Int
     private let logger: Logger
-    private let current: Mutex<KafkaProducer>
+    private let current: Locked<KafkaProducer>
     private let metrics: DispatchMetrics?
 
     /// Creates the producer (`message.timeout.ms` = `publishTimeout`).
@@ -39,7 +39,7 @@ public final class DispatchProducer: EventPublishing, Service {
         self.retryAfter = retryAfterSeconds
         self.logger = logger
         self.metrics = metrics
-        self.current = Mutex(try KafkaProducer(configuration: configuration, logger: logger))
+        self.current = Locked(try KafkaProducer(configuration: configuration, logger: logger))
     }
 
     /// True unless the producer hit a fatal error that could not be repaired.
@@ -114,7 +114,7 @@ public final class DispatchProducer: EventPublishing, Service {
 
 /// A continuation resumed by whichever of several racers comes first.
 final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation = Mutex<CheckedContinuation<T, Never>?>(nil)
+    private let continuation = Locked<CheckedContinuation<T, Never>?>(nil)
 
     func set(_ continuation: CheckedContinuation<T, Never>) {
         self.continuation.withLock { $0 = continuation }

@@ -1,6 +1,6 @@
 import DequeModule
 import Foundation
-import Synchronization
+import Locking
 
 /// Remembers answered `POST /v1/calls` by callId for a bounded time and count, so that the same
 /// request again gets the same answer and a different request under the same id gets 409.
@@ -36,7 +36,7 @@ public final class IdempotencyStore: Sendable {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let window: Double
     private let capacity: Int
     private let now: @Sendable () -> Double

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// A token bucket per API key: `ratePerSecond` tokens flow in, up to `burst`; a request takes one.
 /// When the bucket is empty the answer says how long until the next token (for `Retry-After`).
@@ -11,7 +11,7 @@ public final class RateLimiter: Sendable {
 
     /// Seconds on a monotonic clock (injected by tests).
     private let now: @Sendable () -> Double
-    private let buckets = Mutex<[String: Bucket]>([:])
+    private let buckets = Locked<[String: Bucket]>([:])
 
     public init(now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
         self.now = now

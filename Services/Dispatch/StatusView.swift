@@ -1,7 +1,7 @@
 import CallContract
 import DequeModule
 import Foundation
-import Synchronization
+import Locking
 
 /// Every dispatch instance's view of recent calls, fed from `voip.call-requests` (which devices a
 /// call has) and `voip.call-status` (what happened to each), plus the calls this instance just
@@ -46,7 +46,7 @@ public final class StatusView: Sendable {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let window: Double
     private let capacity: Int
     private let now: @Sendable () -> Double

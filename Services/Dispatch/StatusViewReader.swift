@@ -4,6 +4,7 @@ import Kafka
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Locking
 
 /// Feeds the ``StatusView`` from Kafka: every partition of the requests and status topics,
 /// by manual assignment (no consumer group, so every instance sees everything), starting at
@@ -19,7 +20,7 @@ public final class StatusViewReader: Service {
     private let metrics: DispatchMetrics?
     private let logger: Logger
     private let ready = Atomic<Bool>(false)
-    private let partitionCounts = Mutex<[String: Int]>([:])
+    private let partitionCounts = Locked<[String: Int]>([:])
     /// Ring events with this `callpush-origin` were published (and applied to the view) by this
     /// process: they are not decoded again.
     private let ownOrigin: [UInt8]?

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// Cancelled calls, and the deliveries of those calls that are waiting to retry.
 ///
@@ -20,7 +20,7 @@ public final class CancelSignals: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

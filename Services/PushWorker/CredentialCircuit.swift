@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// Stops pushing for an app whose credentials APNs refused, so a bad key or certificate does
 /// not burn through a backlog of calls against APNs (reference/apns.md: "credentials are wrong
@@ -29,7 +29,7 @@ public final class CredentialCircuit: Sendable {
         var probeStarted: Date?
     }
 
-    private let state = Mutex<[String: Suspension]>([:])
+    private let state = Locked<[String: Suspension]>([:])
     let initialCoolDown: Duration
     let maximumCoolDown: Duration
     /// A probe that has not reported after this long (its task was cancelled) no longer blocks the next one.

@@ -1,5 +1,5 @@
 import DequeModule
-import Synchronization
+import Locking
 
 /// Bounds the deliveries in flight. When every slot is taken, `acquire` suspends — the worker
 /// stops pulling messages, the Kafka layer's bounded buffer fills and fetching pauses — so
@@ -12,12 +12,12 @@ public final class InFlightLimiter: Sendable {
         var abandoned: Set<UInt64> = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     public let limit: Int
 
     public init(limit: Int) {
         self.limit = max(1, limit)
-        self.state = Mutex(State(available: max(1, limit)))
+        self.state = Locked(State(available: max(1, limit)))
     }
 
     /// Takes a slot, waiting for one if necessary. Returns false, without a slot, when the

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import Locking
 
 /// The worker's view of its partitions: which it owns, what is in flight in each, and which
 /// offset each may store. It implements the rebalance contract:
@@ -24,7 +24,7 @@ public final class PartitionCoordinator: Sendable {
         var storeOffset: (@Sendable (Int32, Int64) throws -> Void)?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let dedupe: PartitionDedupe
     private let history: StatusHistoryReader?
     private let drainTimeout: Duration

@@ -1,9 +1,9 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The dedupe stores of the partitions this worker owns, one per partition.
 public final class PartitionDedupe: Sendable {
-    private let stores = Mutex<[Int32: DedupeStore]>([:])
+    private let stores = Locked<[Int32: DedupeStore]>([:])
     private let retention: Duration
     private let capacity: Int
 

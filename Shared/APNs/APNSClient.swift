@@ -5,7 +5,7 @@ import NIOHPACK
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// The APNs VoIP push client: HTTP/2 over TLS, several apps with their own credentials, a connection
 /// pool per (credential, environment), typed outcomes.
@@ -32,7 +32,7 @@ public final class APNSClient: Service, Sendable {
     private let pools: [APNSConnectionPool]
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let lifecycle = Mutex(Lifecycle())
+    private let lifecycle = Locked(Lifecycle())
 
     /// Creates a client. No I/O happens until the first push (connections open lazily).
     ///

@@ -5,7 +5,7 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// An HTTP/2 + TLS server that behaves like the APNs provider API: it validates requests and provider
 /// tokens like APNs, answers with APNs statuses and reasons, records accepted pushes and injects faults.
@@ -36,7 +36,7 @@ public final class APNsSimulator: Service, Sendable {
     let logger: Logger
     let core: SimulatorCore
     let certificatesResult: Result<SimulatorCertificates, APNsSimulatorError>
-    private let lifecycle = Mutex<Lifecycle>(.idle)
+    private let lifecycle = Locked<Lifecycle>(.idle)
     let group: any EventLoopGroup
 
     /// Creates a simulator; nothing is bound until ``start()``. A self-signed identity is generated here, so

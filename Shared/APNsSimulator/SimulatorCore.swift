@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
-import Synchronization
+import Locking
 
 /// A registered connection, so faults and shutdown can reach it from any thread.
 struct ConnectionHandle: Sendable {
@@ -12,7 +12,7 @@ struct ConnectionHandle: Sendable {
 
 /// What every connection of one simulator shares: immutable settings plus the state behind a lock.
 final class SimulatorCore: Sendable {
-    let state: Mutex<SimulatorState>
+    let state: Locked<SimulatorState>
     let keys: [String: APNsSimulatorConfiguration.TokenKey]
     let environment: APNsEnvironment
     let clock: APNsSimulatorClock
@@ -22,7 +22,7 @@ final class SimulatorCore: Sendable {
     let logger: Logger
 
     init(configuration: APNsSimulatorConfiguration, logger: Logger) {
-        self.state = Mutex(
+        self.state = Locked(
             SimulatorState(faults: configuration.faults, maxRecordedPushes: configuration.maxRecordedPushes)
         )
         self.keys = Dictionary(configuration.tokenKeys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })

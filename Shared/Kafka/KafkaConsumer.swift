@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Locking
 
 /// A Kafka consumer delivering messages as an `AsyncSequence` (``messages``), at least once.
 ///
@@ -26,10 +27,10 @@ public final class KafkaConsumer: Service, Sendable {
     let logger: Logger
     let client: RDKafkaClient
     let rebalanceHandler: KafkaRebalanceHandler
-    let state = Mutex(ConsumerStateMachine())
+    let state = Locked(ConsumerStateMachine())
     /// Mirrors `state.epoch` for a lock-free check by iterators.
     let epochMirror = Atomic<Int>(0)
-    let commands = Mutex(ConsumerCommandQueue())
+    let commands = Locked(ConsumerCommandQueue())
     let handleGuard = HandleGuard()
     let waiterIDs = Atomic<Int>(0)
     let pollContext = ConsumerPollContext()

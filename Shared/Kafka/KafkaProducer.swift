@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Locking
 
 /// An idempotent Kafka producer whose `send` returns only after the broker acknowledged.
 ///
@@ -23,9 +24,9 @@ public final class KafkaProducer: Service, Sendable {
     public let configuration: KafkaProducerConfiguration
     let logger: Logger
     let client: RDKafkaClient
-    let state = Mutex(ProducerStateMachine())
+    let state = Locked(ProducerStateMachine())
     /// `rd_kafka_topic_t` handles by topic name, destroyed at shutdown.
-    let topics = Mutex<[String: UncheckedHandle]>([:])
+    let topics = Locked<[String: UncheckedHandle]>([:])
     private let stopRequested = Atomic<Bool>(false)
     private let pollOneShotSignal = OneShotSignal()
 

@@ -4,7 +4,7 @@ import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
-import Synchronization
+import Locking
 
 /// A response seen by ``H2TestClient``.
 struct H2Response: Sendable {
@@ -157,7 +157,7 @@ final class H2TestClient: Sendable {
 final class RootFrameRecorder: ChannelInboundHandler, Sendable {
     typealias InboundIn = HTTP2Frame
 
-    private let state = Mutex<(goAways: [ReceivedGoAway], maxStreams: Int?)>(([], nil))
+    private let state = Locked<(goAways: [ReceivedGoAway], maxStreams: Int?)>(([], nil))
 
     var goAways: [ReceivedGoAway] { state.withLock { $0.goAways } }
     var maxConcurrentStreams: Int? { state.withLock { $0.maxStreams } }

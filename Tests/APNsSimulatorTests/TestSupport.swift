@@ -2,7 +2,7 @@ import APNsSimulator
 import Crypto
 import Foundation
 import Logging
-import Synchronization
+import Locking
 
 /// Fixed identifiers and helpers shared by the simulator tests.
 enum TestSupport {
@@ -105,10 +105,10 @@ enum TestSupport {
 
 /// A settable clock for JWT age tests.
 final class ManualClock: Sendable {
-    private let current: Mutex<Date>
+    private let current: Locked<Date>
 
     init(_ start: Date = Date()) {
-        current = Mutex(start)
+        current = Locked(start)
     }
 
     var now: Date { current.withLock { $0 } }

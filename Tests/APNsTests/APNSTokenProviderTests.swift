@@ -1,14 +1,14 @@
 import Crypto
 import Foundation
-import Synchronization
+import Locking
 import Testing
 
 @testable import APNs
 
 /// A settable wall clock.
 final class TestClock: Sendable {
-    private let value: Mutex<Date>
-    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { value = Mutex(start) }
+    private let value: Locked<Date>
+    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { value = Locked(start) }
     func now() -> Date { value.withLock { $0 } }
     func advance(minutes: Double) { value.withLock { $0 = $0.addingTimeInterval(minutes * 60) } }
 }

@@ -6,7 +6,7 @@ import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 import Testing
 @testable import CallpushCLI
 
@@ -61,7 +61,7 @@ import Testing
 
     @Test func theDemoEndsWithItsFourOutcomes() async throws {
         try await withDevStack { stack, state in
-            let lines = Mutex<[String]>([])
+            let lines = Locked<[String]>([])
             var demo = DevDemo(stack: stack, state: state)
             demo.print = { line in lines.withLock { $0.append(line) } }
             let results = try await demo.run()

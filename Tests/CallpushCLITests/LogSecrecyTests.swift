@@ -4,13 +4,13 @@ import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 import Testing
 @testable import CallpushCLI
 
 /// Collects every log record (message and metadata) of a whole system run, at trace level.
 final class CapturedLogs: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     var text: String { lines.withLock { $0.joined(separator: "\n") } }
     var count: Int { lines.withLock { $0.count } }
 

@@ -4,7 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 import Testing
 @testable import CallpushCLI
 
@@ -19,7 +19,7 @@ import Testing
             var bodyText: String?
             var body: [String: Any]? { bodyText.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] } }
         }
-        let requests = Mutex<[Recorded]>([])
+        let requests = Locked<[Recorded]>([])
         let finalState: String
         init(finalState: String) { self.finalState = finalState }
 
@@ -66,7 +66,7 @@ import Testing
     /// Runs `body` with a fake dispatch listening on a free port.
     func withDispatch(finalState: String = "sent", _ body: (FakeDispatch, Int) async throws -> Void) async throws {
         let fake = FakeDispatch(finalState: finalState)
-        let port = Mutex<Int?>(nil)
+        let port = Locked<Int?>(nil)
         var logger = Logger(label: "fake-dispatch")
         logger.logLevel = .critical
         let app = Application(router: fake.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// Runs a child process to completion, killed after `timeout` (tests stay bounded).
 public enum ChildProcess {
@@ -77,7 +77,7 @@ public enum ChildProcess {
 
 /// Whether the child finished, and whether the test killed it for running too long.
 final class KilledFlag: Sendable {
-    private let state = Mutex((finished: false, killed: false))
+    private let state = Locked((finished: false, killed: false))
     func finish() { state.withLock { $0.finished = true } }
     func set() { state.withLock { $0.killed = true } }
     var isFinished: Bool { state.withLock { $0.finished } }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A long-running child process (a service under test): stdout and stderr go to files the
 /// test can read at any time (for a ready line, or to explain a failure), the exit status is

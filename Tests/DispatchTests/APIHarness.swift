@@ -8,6 +8,7 @@ import NIOHTTP1
 import ServiceLifecycle
 import Synchronization
 @testable import DispatchService
+import Locking
 
 let testSecret = Array(repeating: UInt8(42), count: 32)
 let testKey = "cpk_test-key-0123456789"
@@ -46,7 +47,7 @@ func json(_ object: Any) -> Data {
 
 /// Records what would have been published; can be told to fail like an unreachable Kafka.
 final class RecordingPublisher: EventPublishing {
-    let records = Mutex<[KafkaProducerRecord]>([])
+    let records = Locked<[KafkaProducerRecord]>([])
     let failing = Atomic<Bool>(false)
 
     func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {

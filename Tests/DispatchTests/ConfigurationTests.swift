@@ -1,6 +1,6 @@
 import CallContract
 import Foundation
-import Synchronization
+import Locking
 import Testing
 @testable import DispatchService
 
@@ -105,7 +105,7 @@ import Testing
     }
 
     @Test func tokenBucketRefillsAtTheKeysRate() {
-        let clock = Mutex(0.0)
+        let clock = Locked(0.0)
         let limiter = RateLimiter(now: { clock.withLock { $0 } })
         let key = APIKey(name: "k", plaintext: "x", ratePerSecond: 2, burst: 2)
         #expect(limiter.acquire(key) == nil)
@@ -118,7 +118,7 @@ import Testing
     }
 
     @Test func idempotencyMemoryIsBoundedAndExpires() {
-        let clock = Mutex(0.0)
+        let clock = Locked(0.0)
         let store = IdempotencyStore(window: .seconds(10), capacity: 2, now: { clock.withLock { $0 } })
         let answer = Data("{}".utf8)
         for id in ["a", "b", "c"] {
@@ -135,7 +135,7 @@ import Testing
     }
 
     @Test func statusViewForgetsOldCallsAndEndsSubscriptionsWhenComplete() async throws {
-        let clock = Mutex(0.0)
+        let clock = Locked(0.0)
         let view = StatusView(window: .seconds(60), capacity: 2, now: { clock.withLock { $0 } })
         let now = Date()
         func ring(_ id: String) -> RingRequest {

@@ -6,6 +6,7 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 @testable import DispatchService
+import Locking
 
 /// Webhooks against a real HTTP receiver: signed, retried after a failure, in order.
 @Suite(.serialized) struct WebhookTests {
@@ -23,7 +24,7 @@ import Testing
     /// answers the first attempt 500 (the sender must retry).
     final class Receiver: Sendable {
         final class Record: Sendable {
-            let received = Mutex<[Received]>([])
+            let received = Locked<[Received]>([])
             let attempts = Atomic<Int>(0)
         }
         let record = Record()

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import Testing
 
 @testable import Kafka
@@ -37,7 +37,7 @@ struct BackPressureDrainTests {
             let topic = try await Self.produceBacklog(cluster)
             var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("drain"), topics: [topic])
             configuration.maxBufferedMessages = Self.buffer
-            let assignments = Mutex(0)
+            let assignments = Locked(0)
             let handler = KafkaRebalanceHandler(onAssign: { _ in assignments.withLock { $0 += 1 } })
             let consumer = try KafkaConsumer(configuration: configuration, rebalanceHandler: handler, logger: TestSupport.logger)
             do {

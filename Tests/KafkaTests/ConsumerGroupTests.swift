@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import Testing
 
 @testable import Kafka
@@ -12,7 +12,7 @@ final class ProcessedLog: Sendable {
         var nextID = 0
         var waiters: [(id: Int, condition: @Sendable (Set<Int>) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func record(_ id: Int, by consumer: String) {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
@@ -293,7 +293,7 @@ actor InFlightTracker {
 
 /// A set shared between tasks.
 final class LockedSet: Sendable {
-    private let state = Mutex<Set<Int32>>([])
+    private let state = Locked<Set<Int32>>([])
     func insert(_ values: [Int32]) { state.withLock { $0.formUnion(values) } }
     var values: Set<Int32> { state.withLock { $0 } }
 }

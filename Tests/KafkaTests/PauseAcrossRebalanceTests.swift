@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import Testing
 
 @testable import Kafka
@@ -26,7 +26,7 @@ struct PauseAcrossRebalanceTests {
             }
             var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("repause"), topics: [topic])
             configuration.maxBufferedMessages = 40
-            let assignments = Mutex<[[KafkaTopicPartition]]>([])
+            let assignments = Locked<[[KafkaTopicPartition]]>([])
             let handler = KafkaRebalanceHandler(onAssign: { partitions in assignments.withLock { $0.append(partitions) } })
             let a = try KafkaConsumer(configuration: configuration, rebalanceHandler: handler, logger: TestSupport.logger)
             var b: KafkaConsumer?

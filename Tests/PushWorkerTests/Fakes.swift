@@ -2,13 +2,13 @@ import CallContract
 import CallpushCore
 import Foundation
 import Logging
-import Synchronization
+import Locking
 @testable import PushWorker
 
 /// An APNs stand-in that answers from a script (per device token) and records every attempt.
 final class ScriptedSender: VoIPPushSending {
     struct Sent: Sendable { var push: VoIPPush; var at: Date }
-    private let state = Mutex<(script: [String: [PushAttempt]], sent: [Sent], renewals: Int)>(([:], [], 0))
+    private let state = Locked<(script: [String: [PushAttempt]], sent: [Sent], renewals: Int)>(([:], [], 0))
     let fallback: PushAttempt
     let latency: Duration
     /// The clock that stamps each attempt (the processor's, when a test judges deadlines on it).
@@ -47,7 +47,7 @@ final class ScriptedSender: VoIPPushSending {
 /// A Kafka stand-in recording statuses and DLQ records; can fail the first N writes.
 final class RecordingPublisher: OutcomePublishing {
     struct DeadLetter: Sendable { var key: [UInt8]?; var value: [UInt8]; var headers: [String: String] }
-    private let state = Mutex<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int)>(([], [], 0))
+    private let state = Locked<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int)>(([], [], 0))
 
     init(failFirst: Int = 0) { state.withLock { $0.failuresLeft = failFirst } }
 
@@ -108,7 +108,7 @@ func makeRing(token: String = String(repeating: "ab", count: 32), callId: String
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {
-    private let current = Mutex(Date())
+    private let current = Locked(Date())
     func now() -> Date { current.withLock { $0 } }
     func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }

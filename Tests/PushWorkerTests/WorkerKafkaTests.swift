@@ -4,7 +4,6 @@ import CallpushCore
 import Foundation
 import Kafka
 import Logging
-import Synchronization
 import Testing
 @testable import PushWorker
 

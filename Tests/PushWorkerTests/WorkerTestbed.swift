@@ -5,7 +5,7 @@ import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 import Testing
 @testable import PushWorker
 
@@ -49,7 +49,7 @@ struct RunningWorker: Sendable {
 }
 
 final class LockedLog: Sendable {
-    let value = Mutex(StatusLog())
+    let value = Locked(StatusLog())
 }
 
 /// An embedded cluster with the three topics, a producer, and a collector of the status topic.

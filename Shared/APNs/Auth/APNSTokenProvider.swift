@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The provider token (JWT) of one `.p8` key, shared by every connection and app using that key.
 ///
@@ -39,7 +39,7 @@ public final class APNSTokenProvider: Sendable {
     /// Minimum age before a forced renewal may replace a token minted by a forced renewal.
     public let minimumInterval: Duration
     private let now: @Sendable () -> Date
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// - Parameters:
     ///   - renewAfter: clamped to 20...55 minutes.

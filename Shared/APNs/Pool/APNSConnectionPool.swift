@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP2
 import NIOSSL
 import Synchronization
+import Locking
 
 /// The connections to one endpoint for one credential (one TLS identity), with stream accounting.
 ///
@@ -18,7 +19,7 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
     private let group: any EventLoopGroup
     private let configuration: APNSClientConfiguration
     private let logger: Logger
-    private let state: Mutex<StateMachine>
+    private let state: Locked<StateMachine>
     private let waiterIDs = Atomic<Int>(0)
 
     init(
@@ -34,7 +35,7 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         logger[metadataKey: "apns.pool"] = "\(name)"
         logger[metadataKey: "apns.endpoint"] = "\(endpoint)"
         self.logger = logger
-        self.state = Mutex(
+        self.state = Locked(
             StateMachine(
                 targetConnections: configuration.connectionsPerPool,
                 maxQueued: configuration.maxQueuedRequestsPerPool))

@@ -1,5 +1,4 @@
 import CRdKafka
-import Synchronization
 
 /// A request the poll thread carries out between polls, so that every assignment change
 /// happens on that thread, in order with the messages it collects.

@@ -1,7 +1,7 @@
 import CRdKafka
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// An in-process Kafka cluster for development and tests: librdkafka's mock cluster.
 ///
@@ -23,7 +23,7 @@ public final class EmbeddedKafkaCluster: Service, Sendable {
     /// The dummy producer handle the mock cluster needs; it must outlive the cluster.
     private let client: RDKafkaClient
     /// `nil` once destroyed; every fault-injection call checks it under the lock.
-    private let cluster: Mutex<UncheckedHandle?>
+    private let cluster: Locked<UncheckedHandle?>
 
     /// Starts a cluster of `brokers` brokers.
     ///
@@ -48,7 +48,7 @@ public final class EmbeddedKafkaCluster: Service, Sendable {
             throw KafkaError(code: "mock_cluster", message: "rd_kafka_mock_cluster_new failed")
         }
         self.bootstrapServers = String(cString: bootstraps)
-        self.cluster = Mutex(UncheckedHandle(mock))
+        self.cluster = Locked(UncheckedHandle(mock))
         logger.info("embedded kafka cluster started", metadata: ["kafka.bootstrap": "\(bootstrapServers)"])
     }
 

@@ -1,5 +1,6 @@
 import CRdKafka
 import Synchronization
+import Locking
 
 /// What librdkafka reported for one message.
 struct DeliveryOutcome {
@@ -33,7 +34,7 @@ final class DeliveryBatch: @unchecked Sendable {
     let outcomes: UnsafeMutablePointer<DeliveryOutcome>
     /// Reports still expected, plus one held by the sender until it has produced everything.
     private let remaining: Atomic<Int>
-    private let completion = Mutex<(done: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let completion = Locked<(done: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
 
     init(count: Int) {
         self.count = count

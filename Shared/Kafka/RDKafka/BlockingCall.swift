@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// Runs blocking librdkafka calls (flush, close, destroy, committed, offsets-for-times,
 /// watermark queries) on a dedicated thread, never on Swift's cooperative pool.
@@ -43,7 +43,7 @@ private final class OnceResumer<T: Sendable>: Sendable {
         var resumed = false
         var onResume: (@Sendable () -> Void)?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func install(_ continuation: CheckedContinuation<T, Never>) {
         state.withLock { $0.continuation = continuation }

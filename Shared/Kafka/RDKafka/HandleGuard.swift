@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Keeps a librdkafka handle alive while calls on it are in progress: ``enter()`` before a
 /// call, ``leave()`` after; ``closeAndWait()`` refuses new calls and waits for running ones,
@@ -9,7 +9,7 @@ final class HandleGuard: Sendable {
         var users = 0
         var waiter: CheckedContinuation<Void, Never>?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Returns `false` if the handle is (being) destroyed.
     func enter() -> Bool {

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A one-shot event async code can wait for (e.g. a dedicated thread reaching its end).
 final class OneShotSignal: Sendable {
@@ -7,7 +7,7 @@ final class OneShotSignal: Sendable {
         var nextID = 0
         var waiters: [Int: CheckedContinuation<Bool, Never>] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Signals the event (idempotent).
     func finish() {

@@ -1,6 +1,7 @@
 import CRdKafka
 import Logging
 import Synchronization
+import Locking
 
 /// Receives the callbacks librdkafka makes while a client's queues are served.
 ///
@@ -18,7 +19,7 @@ protocol RDKafkaClientDelegate: AnyObject, Sendable {
 final class RDKafkaClientContext: @unchecked Sendable {
     let logger: Logger
     weak var delegate: (any RDKafkaClientDelegate)?
-    private let fatal = Mutex<KafkaError?>(nil)
+    private let fatal = Locked<KafkaError?>(nil)
     /// Fires on a fatal error (and when the owner stops): ends the owner's `run()`.
     let stopSignal = OneShotSignal()
 
