@@ -44,9 +44,10 @@ public struct PushWorkerConfiguration: Sendable {
         return KafkaConsumerConfiguration(
             kafka: kafka, mode: .group(id: groupID, topics: [requestsTopic]), groupInstanceID: groupInstanceID,
             sessionTimeout: sessionTimeout, heartbeatInterval: heartbeatInterval,
-            // Twice the in-flight bound: the consumer keeps work queued while the limiter is full, so
-            // a pause/resume cycle (which refetches) is rarer and never leaves the deliveries idle.
-            maxBufferedMessages: max(100, min(maxInFlight * 2, 5_000)),
+            // Four times the in-flight bound: the consumer keeps work queued while the limiter is
+            // full, so a pause/resume cycle is rare, and when librdkafka takes up to 1 s to fetch
+            // again after a resume (docs/kafka.md) the deliveries still have half the buffer to do.
+            maxBufferedMessages: max(100, min(maxInFlight * 4, 5_000)),
             revokeTimeout: drainTimeout + attemptTimeout + .seconds(15),  // + the outcome-write bound of a push that went out
             assignTimeout: rebuildTimeout + .seconds(5))
     }

@@ -9,10 +9,6 @@ final class ConsumerPollContext: @unchecked Sendable {
     var pendingEpoch = 0
     /// The most messages collected per batch (capacity reserved up front, no regrowth).
     var batchCapacity = 256
-    /// Where each partition paused in librdkafka stood when it was paused (its position then:
-    /// what librdkafka itself resumes from). Cleared on every assignment change, so a resume
-    /// never seeks a partition to a position from an earlier assignment.
-    var pausedAt: [KafkaTopicPartition: Int64] = [:]
     private var lastTopic: OpaquePointer?
     private var lastTopicName = ""
 

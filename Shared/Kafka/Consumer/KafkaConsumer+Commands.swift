@@ -130,7 +130,6 @@ extension KafkaConsumer {
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
             let err = rd_kafka_assign(handle, list.pointer)
-            forgetPausePositions()
             syncPauses()
             guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { return .failure(KafkaError(rdKafka: err, context: "assign")) }
             return .success(())
@@ -139,7 +138,6 @@ extension KafkaConsumer {
                 state.invalidate(partition)
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
-            pollContext.pausedAt[partition] = nil  // a later resume must not seek it back
             let list = RDKafkaTopicPartitionList()
             list.add(topic: partition.topic, partition: partition.partition, offset: offset)
             if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {

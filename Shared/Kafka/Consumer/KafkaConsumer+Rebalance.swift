@@ -19,7 +19,6 @@ extension KafkaConsumer: RDKafkaClientDelegate {
                 state.assign(partitions)
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
-            forgetPausePositions()
             syncPauses()
             logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
             runHandler("assign", timeout: configuration.assignTimeout) { [rebalanceHandler] in
@@ -45,7 +44,6 @@ extension KafkaConsumer: RDKafkaClientDelegate {
                 }
             }
             rd_kafka_assign(handle, nil)
-            forgetPausePositions()
             syncPauses()  // clears librdkafka's pause of the revoked partitions (it survives re-assignment)
         default:
             logger.error("kafka rebalance error", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
@@ -55,7 +53,6 @@ extension KafkaConsumer: RDKafkaClientDelegate {
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
             rd_kafka_assign(handle, nil)
-            forgetPausePositions()
             syncPauses()
         }
         pollContext.pendingEpoch = state.withLock { $0.epoch }
@@ -86,49 +83,17 @@ extension KafkaConsumer: RDKafkaClientDelegate {
     }
 
     /// Pauses or resumes partitions in librdkafka (poll thread).
+    ///
+    /// librdkafka 2.0.2 does not wake a broker thread on resume (it may sleep up to 1 s before it
+    /// fetches again; docs/kafka.md, "Resume latency"). A seek after the resume wakes it, but
+    /// races with a fetch already under way and re-delivers messages, so it is not done.
     private func setPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
         guard !partitions.isEmpty else { return }
         let list = RDKafkaTopicPartitionList.make(partitions)
         let err = paused ? rd_kafka_pause_partitions(client.handle, list.pointer) : rd_kafka_resume_partitions(client.handle, list.pointer)
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.warning("kafka pause/resume failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
-        } else if paused {
-            rememberPositions(list)
-        } else {
-            wakeFetchers(partitions)
         }
-    }
-
-    /// Records where the just-paused partitions stand (`rd_kafka_position`: the offset after the
-    /// last message handed to us, which is where librdkafka resumes them).
-    private func rememberPositions(_ paused: RDKafkaTopicPartitionList) {
-        guard rd_kafka_position(client.handle, paused.pointer) == RD_KAFKA_RESP_ERR_NO_ERROR else { return }
-        for element in paused.elements where element.err == RD_KAFKA_RESP_ERR_NO_ERROR && element.offset >= 0 {
-            pollContext.pausedAt[element.partition] = element.offset
-        }
-    }
-
-    /// Forgets the pause positions: called on every assignment change (before `syncPauses`).
-    func forgetPausePositions() {
-        pollContext.pausedAt.removeAll()
-    }
-
-    /// librdkafka 2.0.2 does not wake a broker thread when partitions are resumed: one with
-    /// nothing left to fetch sleeps up to 1 s before it notices, and a consumer that paused for
-    /// back-pressure starves for that long (worker benchmark: 1.7k → 3.7k events/s with this). A
-    /// seek does wake it ("seek done"), so each resumed partition is sought to the position it
-    /// was paused at — the offset resume fetches from anyway. Only positions recorded at the pause
-    /// within the current assignment are used: a partition paused, revoked and assigned again
-    /// resumes without a wake-up (its position then belongs to the earlier owner's view; seeking
-    /// there could skip or repeat messages).
-    private func wakeFetchers(_ resumed: [KafkaTopicPartition]) {
-        let seek = RDKafkaTopicPartitionList(capacity: resumed.count)
-        for partition in resumed {
-            guard let offset = pollContext.pausedAt.removeValue(forKey: partition) else { continue }
-            seek.add(topic: partition.topic, partition: partition.partition, offset: offset)
-        }
-        guard seek.pointer.pointee.cnt > 0 else { return }
-        if let error = rd_kafka_seek_partitions(client.handle, seek.pointer, 0) { rd_kafka_error_destroy(error) }
     }
 
     /// The buffer reached its bound: stop fetching (rebalances are still served).
