@@ -176,12 +176,11 @@ public enum FastJSON {
 /// Fast constructors for the contract types from a ``FastJSON`` value: the same rules as their
 /// decoders; nil whenever a rule fails or a case is not handled (the decoder then decides).
 extension FastJSON.Value {
-    /// A string member: absent → `.some(nil)`, a string → its value; `null` → `.some(nil)` when
-    /// `nullable`; anything else → nil (not sure).
-    public func text(_ key: String, nullable: Bool = true) -> String?? {
+    /// A string member: absent or `null` → `.some(nil)`, a string → its value, anything else →
+    /// nil (not sure).
+    public func text(_ key: String) -> String?? {
         switch self[key] {
-        case nil: return .some(nil)
-        case .null?: return nullable ? .some(nil) : nil
+        case nil, .null?: return .some(nil)
         case .string(let text)?: return .some(text)
         default: return nil
         }
