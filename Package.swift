@@ -55,10 +55,13 @@ let package = Package(
             ],
             path: "Shared/CallpushCore"
         ),
+        // TSan builds only (empty otherwise): lets ThreadSanitizer see librdkafka's threads in
+        // every program that links the Kafka layer (see shim.c).
+        .target(name: "CThreadsTSanShim", path: "Shared/CThreadsTSanShim"),
         .target(
             name: "Kafka",
             dependencies: ["Locking",
-                "CRdKafka",
+                "CRdKafka", "CThreadsTSanShim",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -204,12 +207,10 @@ let package = Package(
 
         // MARK: Tests
         // Helpers shared by the test targets (child processes, ports).
-        // TSan builds only: lets ThreadSanitizer see librdkafka's threads (see shim.c).
-        .target(name: "CThreadsTSanShim", path: "Tests/CThreadsTSanShim"),
         .target(
             name: "CallpushTestSupport",
             dependencies: ["Locking",
-                "Kafka", "CThreadsTSanShim",
+                "Kafka",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

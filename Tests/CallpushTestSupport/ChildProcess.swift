@@ -19,12 +19,24 @@ public enum ChildProcess {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
+    /// `environment` plus the parent's sanitizer options (a test that gives a child its own
+    /// environment still wants it to report like the test process under `scripts/tsan` or
+    /// `scripts/asan`: halt on the first race, no leak check at exit, the same suppressions).
+    public static func withSanitizerSettings(_ environment: [String: String]) -> [String: String] {
+        var merged = environment
+        let parent = ProcessInfo.processInfo.environment
+        for name in ["TSAN_OPTIONS", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"] where merged[name] == nil {
+            if let value = parent[name] { merged[name] = value }
+        }
+        return merged
+    }
+
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
                     timeout: Duration = .seconds(60)) async throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        if let environment { process.environment = environment }
+        if let environment { process.environment = withSanitizerSettings(environment) }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -19,7 +19,7 @@ public final class ServerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        if let environment { process.environment = environment }
+        if let environment { process.environment = ChildProcess.withSanitizerSettings(environment) }
         for name in ["stdout", "stderr"] {
             _ = FileManager.default.createFile(atPath: directory.appendingPathComponent(name).path, contents: nil)
         }

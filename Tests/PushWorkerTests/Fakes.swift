@@ -1,5 +1,6 @@
 import CallContract
 import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Logging
 import Locking
@@ -86,7 +87,7 @@ struct Harness {
         self.sender = sender
         self.publisher = publisher
         self.processor = DeliveryProcessor(
-            settings: .init(workerID: "test-worker", apps: ["rider", "taxi"], retry: retry, attemptTimeout: .seconds(2)),
+            settings: .init(workerID: "test-worker", apps: ["rider", "taxi"], retry: retry, attemptTimeout: TestTiming.scaled(.seconds(2))),
             sender: sender, publisher: publisher, cancels: CancelSignals(),
             dedupe: PartitionDedupe(retention: .seconds(60), capacity: 10_000),
             ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
@@ -99,7 +100,7 @@ struct Harness {
 }
 
 func makeRing(token: String = String(repeating: "ab", count: 32), callId: String = CallID.make(),
-              ringsFor seconds: Double = 30, replay: Int = 0, app: String = "rider") -> RingRequest {
+              ringsFor seconds: Double = TestTiming.scaled(seconds: 30), replay: Int = 0, app: String = "rider") -> RingRequest {
     let now = ContractCoding.truncatedToMilliseconds(Date())
     return RingRequest(callId: callId, app: app, device: Device(token: token, environment: .sandbox, id: "dev-1"),
                        caller: Caller(handle: "driver-1", displayName: "Driver"), requestedAt: now.addingTimeInterval(-60),

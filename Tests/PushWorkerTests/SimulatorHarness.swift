@@ -1,5 +1,6 @@
 import APNs
 import APNsSimulator
+import CallpushTestSupport
 import Foundation
 import Logging
 @testable import PushWorker
@@ -20,7 +21,7 @@ struct SimulatorHarness {
         let simulator = APNsSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
         var clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
-        clientConfiguration.requestTimeout = .seconds(2)
+        clientConfiguration.requestTimeout = TestTiming.scaled(.seconds(2))
         let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
         let client = try APNSClient(configuration: clientConfiguration,
                                     apps: ["rider": APNSApp(bundleID: "com.example.rider", credentials: .token(signingKey))],

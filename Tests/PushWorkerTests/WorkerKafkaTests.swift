@@ -22,9 +22,8 @@ import Testing
             let pushesPerToken = Dictionary(grouping: sender.sent, by: \.push.deviceToken).mapValues(\.count)
             #expect(pushesPerToken.count == rings.count, "every call pushed")
             #expect(pushesPerToken.values.allSatisfy { $0 == 1 }, "no call pushed twice")
-            var wrong = 0
-            for ring in rings where statuses.terminal(ring.callId) != [.sent] { wrong += 1 }
-            #expect(wrong == 0, "every call has exactly one terminal status, sent")
+            let wrong = statuses.notSentSummary(rings.map(\.callId))
+            #expect(wrong.count == 0, "every call has exactly one terminal status, sent; got \(wrong.text)")
             await bed.stop([a, b])
         }
     }
@@ -40,13 +39,12 @@ import Testing
             let rings = (0..<1_500).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
-            #expect(statuses.count(.retrying) == 0, "the transport stayed healthy (otherwise see the comment above)")
+            #expect(statuses.count(.retrying) == 0, "the transport stayed healthy (otherwise see the comment above); retried: \(statuses.retryReasons)")
             let pushesPerToken = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
             #expect(pushesPerToken.count == rings.count, "every call pushed")
             #expect(pushesPerToken.values.allSatisfy { $0 == 1 }, "no call pushed twice")
-            var wrong = 0
-            for ring in rings where statuses.terminal(ring.callId) != [.sent] { wrong += 1 }
-            #expect(wrong == 0, "every call has exactly one terminal status, sent")
+            let wrong = statuses.notSentSummary(rings.map(\.callId))
+            #expect(wrong.count == 0, "every call has exactly one terminal status, sent; got \(wrong.text)")
             await bed.stop([a, b])
         }
     }

@@ -1,5 +1,6 @@
 import APNsSimulator
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Testing
@@ -56,7 +57,7 @@ import Testing
             _ = try await bed.collectStatuses(until: { $0.count(.sent) >= 1 }, seconds: 30)
 
             var faults = APNsSimulatorFaults()
-            faults.errorRate = ErrorInjection(status: 503, probability: 1, startsAt: Date(), endsAt: Date().addingTimeInterval(1.5))
+            faults.errorRate = ErrorInjection(status: 503, probability: 1, startsAt: Date(), endsAt: Date().addingTimeInterval(TestTiming.scaled(seconds: 1.5)))
             apns.simulator.setFaults(faults)
             let ring = makeRing(token: token(0xb0557), ringsFor: 20)
             try await bed.produce([.ring(ring)])
@@ -81,8 +82,9 @@ import Testing
             let statuses = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 40)
             #expect(statuses.terminal(ring.callId) == [.expired])
             // The outage lasts past the ring deadline (the worker may give up just before it, when no
-            // retry fits, while its last 503-bound request is still being answered); then APNs heals.
-            while Date() < ring.ringDeadline.addingTimeInterval(1) { try await Task.sleep(for: .milliseconds(50)) }
+            // retry fits, while its last 503-bound request is still being answered: bounded by the
+            // request timeout); then APNs heals.
+            while Date() < ring.ringDeadline.addingTimeInterval(TestTiming.scaled(seconds: 3)) { try await Task.sleep(for: .milliseconds(50)) }
             apns.simulator.setFaults(APNsSimulatorFaults())
             try await Task.sleep(for: .seconds(1))
             #expect(apns.pushes(for: ring.device.token).isEmpty, "nothing rings after the deadline")

@@ -16,12 +16,15 @@ struct StatusLog: Sendable {
     private(set) var counts: [CallStatus.State: Int] = [:]
     /// Calls with at least one terminal outcome.
     private(set) var terminalCalls = 0
+    /// Why deliveries were retried (error code or APNs reason), for failure messages.
+    private(set) var retryReasons: [String: Int] = [:]
 
     mutating func append(_ status: CallStatus) {
         let before = terminal(status.callId).isEmpty
         byCall[status.callId, default: []].append(status.state)
         last[status.callId] = status
         counts[status.state, default: 0] += 1
+        if status.state == .retrying { retryReasons[status.error?.code ?? status.apns?.reason ?? "?", default: 0] += 1 }
         if before && !terminal(status.callId).isEmpty { terminalCalls += 1 }
     }
 
@@ -36,6 +39,22 @@ struct StatusLog: Sendable {
     }
 
     func count(_ state: CallStatus.State) -> Int { counts[state] ?? 0 }
+
+    /// For a failure message: how many of `callIds` ended other than `[.sent]`, by what they got
+    /// (e.g. `2 × expired`, `1 × sent,sent`, `3 × none`), and the latest reason seen.
+    func notSentSummary(_ callIds: [String]) -> (count: Int, text: String) {
+        var histogram: [String: Int] = [:]
+        var reasons: [String: Int] = [:]
+        for callId in callIds where terminal(callId) != [.sent] {
+            let states = terminal(callId)
+            histogram[states.isEmpty ? "none" : states.map(\.rawValue).joined(separator: ","), default: 0] += 1
+            if let last = last[callId], let reason = last.error?.code ?? last.apns?.reason { reasons[reason, default: 0] += 1 }
+        }
+        let count = histogram.values.reduce(0, +)
+        let text = histogram.sorted { $0.value > $1.value }.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")
+            + (reasons.isEmpty ? "" : "; reasons: " + reasons.sorted { $0.value > $1.value }.prefix(5).map { "\($0.value) × \($0.key)" }.joined(separator: ", "))
+        return (count, text)
+    }
 
     /// The most recent status of a call.
     func latest(_ callId: String) -> CallStatus? { last[callId] }
@@ -146,8 +165,9 @@ final class WorkerTestbed: Sendable {
         configuration.maxInFlight = maxInFlight
         configuration.sessionTimeout = .seconds(6)
         configuration.heartbeatInterval = .milliseconds(300)
-        configuration.drainTimeout = .seconds(3)
-        configuration.rebuildTimeout = .seconds(10)
+        configuration.drainTimeout = TestTiming.scaled(.seconds(3))
+        configuration.attemptTimeout = TestTiming.scaled(configuration.attemptTimeout)
+        configuration.rebuildTimeout = TestTiming.scaled(.seconds(10))
         configuration.retry = RetryPolicy(base: .milliseconds(20), cap: .milliseconds(200), maxAttempts: 1_000)
         var logger = self.logger
         logger[metadataKey: "worker"] = "\(id)"
@@ -179,7 +199,8 @@ final class WorkerTestbed: Sendable {
     }
 
     /// Waits until `done` holds for the status log (a bounded test wait), then returns the log.
-    func collectStatuses(until done: @Sendable (StatusLog) -> Bool, seconds: Double) async throws -> StatusLog {
+    func collectStatuses(until done: @Sendable (StatusLog) -> Bool, seconds unscaled: Double) async throws -> StatusLog {
+        let seconds = TestTiming.scaled(seconds: unscaled)
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
             let snapshot = log.value.withLock { $0 }
@@ -194,6 +215,6 @@ final class WorkerTestbed: Sendable {
     func readDeadLetters(count: Int, seconds: Double) async throws -> [KafkaConsumerMessage] {
         try await readRecords(kafka: Self.kafka(cluster, "dlq-reader"),
                               from: [KafkaPartitionAssignment(topic: topics.dlq, partition: 0, start: .beginning)],
-                              count: count, seconds: seconds, logger: Self.quietLogger)
+                              count: count, seconds: TestTiming.scaled(seconds: seconds), logger: Self.quietLogger)
     }
 }

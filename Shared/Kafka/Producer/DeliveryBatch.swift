@@ -27,7 +27,7 @@ struct DeliverySlot {
 /// (synchronous produce failure) or by the thread serving delivery reports (the poll thread,
 /// or a `flush` thread); it is read only
 /// after `remaining` reached zero, whose atomic decrement (acquiring-releasing) orders the
-/// writes before the read. The continuation is behind a `Mutex`.
+/// writes before the read. The continuation is behind a lock.
 final class DeliveryBatch: @unchecked Sendable {
     let count: Int
     let slots: UnsafeMutablePointer<DeliverySlot>
@@ -91,6 +91,10 @@ final class DeliveryBatch: @unchecked Sendable {
             }
             if resumeNow { continuation.resume() }
         }
+        // The reporting thread set `done` under this lock before it resumed us; taking the lock
+        // once more makes that ordering visible to ThreadSanitizer, which does not learn it from a
+        // continuation resumed on a foreign thread (docs/reliability.md, "Sanitizers").
+        completion.withLock { _ in }
     }
 
     private func arrive() {
