@@ -4,8 +4,6 @@ import DispatchService
 import Foundation
 import Kafka
 import Logging
-import NIOCore
-import NIOPosix
 import ServiceLifecycle
 
 /// dispatch on the embedded cluster, driven by `wrk`: `POST /v1/calls` (each request a new
@@ -31,9 +29,6 @@ struct DispatchBenchmark: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if ProcessInfo.processInfo.environment["XX_NIO"] != nil {
-            print("takeover", NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor())
-        }
         var logger = Logger(label: "bench")
         logger.logLevel = .error
         let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
