@@ -1,3 +1,4 @@
+import Locking
 import Prometheus
 
 /// dispatch's Prometheus metrics. Label values are bounded: routes are the API's patterns,
@@ -29,12 +30,24 @@ public final class DispatchMetrics: Sendable {
         MetricNameDescriptor(namespace: "callpush", subsystem: "dispatch", metricName: metric, unitName: unit, helpText: help)
     }
 
+    private struct RequestLabels: Hashable, Sendable {
+        var route: String
+        var status: Int
+        var key: String?
+    }
+    private let requestCounters = Memo<RequestLabels, Counter>()
+    private let requestDurations = Memo<String, DurationHistogram>()
+
     /// One API answer.
     func request(route: String, status: Int, key: String?, duration: Duration) {
-        registry.makeCounter(descriptor: Self.name("requests", "total", "API requests by route, status and API key name."),
-                             labels: [("route", route), ("status", String(status)), ("key", key ?? "none")]).increment()
-        registry.makeDurationHistogram(descriptor: Self.name("request_duration", "seconds", "Time to answer, by route."),
-                                       labels: [("route", route)], buckets: Self.latencyBuckets).record(duration)
+        requestCounters.value(for: RequestLabels(route: route, status: status, key: key)) {
+            registry.makeCounter(descriptor: Self.name("requests", "total", "API requests by route, status and API key name."),
+                                 labels: [("route", route), ("status", String(status)), ("key", key ?? "none")])
+        }.increment()
+        requestDurations.value(for: route) {
+            registry.makeDurationHistogram(descriptor: Self.name("request_duration", "seconds", "Time to answer, by route."),
+                                           labels: [("route", route)], buckets: Self.latencyBuckets)
+        }.record(duration)
     }
 
     func publishFailure() { publishFailures.increment() }

@@ -1,4 +1,5 @@
 import CallContract
+import Locking
 import Prometheus
 
 /// The push-worker's Prometheus metrics. Label values are bounded: app names come from the
@@ -32,10 +33,20 @@ public final class WorkerMetrics: Sendable {
         return String(value.prefix(48))
     }
 
+    private struct OutcomeLabels: Hashable, Sendable {
+        var app: String?
+        var state: CallStatus.State
+        var reason: String?
+    }
+    private let outcomes = Memo<OutcomeLabels, Counter>()
+    private let apnsLatencies = Memo<String, DurationHistogram>()
+
     /// A delivery ended (or an event was rejected) in `state`.
     func outcome(app: String?, state: CallStatus.State, reason: String?) {
-        registry.makeCounter(descriptor: Self.name("deliveries", "total", "Deliveries by final state, app and reason."),
-                             labels: [("app", Self.clip(app)), ("state", state.rawValue), ("reason", Self.clip(reason))]).increment()
+        outcomes.value(for: OutcomeLabels(app: app, state: state, reason: reason)) {
+            registry.makeCounter(descriptor: Self.name("deliveries", "total", "Deliveries by final state, app and reason."),
+                                 labels: [("app", Self.clip(app)), ("state", state.rawValue), ("reason", Self.clip(reason))])
+        }.increment()
         if state == .duplicate { dedupeHits.increment() }
     }
 
@@ -50,8 +61,10 @@ public final class WorkerMetrics: Sendable {
     }
 
     func apnsLatency(app: String, _ duration: Duration) {
-        registry.makeDurationHistogram(descriptor: Self.name("apns_latency", "seconds", "Time from sending a push to APNs' answer."),
-                                       labels: [("app", Self.clip(app))], buckets: Self.latencyBuckets).record(duration)
+        apnsLatencies.value(for: app) {
+            registry.makeDurationHistogram(descriptor: Self.name("apns_latency", "seconds", "Time from sending a push to APNs' answer."),
+                                           labels: [("app", Self.clip(app))], buckets: Self.latencyBuckets)
+        }.record(duration)
     }
 
     /// 1 while the app's pushes are suspended after APNs refused its credentials.

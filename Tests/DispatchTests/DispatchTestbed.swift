@@ -19,6 +19,7 @@ final class DispatchTestbed: Sendable {
     let port: Int
     private let group: ServiceGroup
     private let running: Task<Void, any Error>
+    private let partitions: Int
 
     static let fastProperties = [
         "topic.metadata.refresh.interval.ms": "1000",
@@ -33,6 +34,7 @@ final class DispatchTestbed: Sendable {
     }
 
     private init(partitions: Int, configure: (inout DispatchConfiguration) -> Void) async throws {
+        self.partitions = partitions
         let suffix = UUID().uuidString.prefix(8).lowercased()
         topics = ("requests-\(suffix)", "status-\(suffix)", "dlq-\(suffix)")
         cluster = try EmbeddedKafkaCluster(brokers: 3, logger: quietLogger)
@@ -149,6 +151,15 @@ final class DispatchTestbed: Sendable {
                                            ackTokens: try AckTokenSigner(secret: testSecret), logger: quietLogger)
         let group = ServiceGroup(services: [client, worker], logger: quietLogger)
         let task = Task { try await group.run() }
+        // Owning every partition before the test rings: a first group join can be slow on a loaded
+        // machine, and a test's ring deadline should not be spent waiting for it.
+        let ready = ContinuousClock.now + .seconds(TestTiming.scaled(seconds: 60))
+        while worker.ownedPartitions.count < partitions, ContinuousClock.now < ready {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        if worker.ownedPartitions.count < partitions {
+            Issue.record("the worker owns \(worker.ownedPartitions.count) of \(partitions) partitions after 60 s")
+        }
         return Worker(simulator: simulator, client: client, group: group, task: task)
     }
 
