@@ -247,7 +247,7 @@ let package = Package(
             ],
             path: "Tests/DispatchTests"
         ),
-        .testTarget(name: "KafkaTests", dependencies: ["Locking", "Kafka"], path: "Tests/KafkaTests"),
+        .testTarget(name: "KafkaTests", dependencies: ["Locking", "Kafka", "CallpushTestSupport"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["Locking", "APNs", "APNsSimulator"], path: "Tests/APNsTests"),
         .testTarget(
             name: "APNsSimulatorTests",

@@ -36,9 +36,6 @@ public final class KafkaConsumer: Service, Sendable {
     let pollContext = ConsumerPollContext()
     private let consumerQueue: UncheckedHandle?
     private let stopRequested = Atomic<Bool>(false)
-    /// Resume wake-ups (``KafkaConsumer/wakeFetchers(_:)``): one under way, and the partitions
-    /// resumed meanwhile (woken when it ends).
-    let wakeState = Locked<(running: Bool, next: [KafkaTopicPartition])>((false, []))
     private let shutdownStarted = Atomic<Bool>(false)
     private let pollThreadExit = OneShotSignal()
     private let shutdownDone = OneShotSignal()

@@ -6,7 +6,7 @@ import Testing
 /// The consumer drains a backlog many times larger than its buffer, through many
 /// pause (buffer full) / resume (half drained) cycles, over many partitions: every message
 /// arrives, in order per partition, and nothing is skipped or repeated.
-@Suite("Consumer back-pressure drain", .timeLimit(.minutes(2)))
+@Suite("Consumer back-pressure drain", .timeLimit(TestSupport.suiteTimeLimit))
 struct BackPressureDrainTests {
     static let partitions: Int32 = 16
     static let messages = 8_000

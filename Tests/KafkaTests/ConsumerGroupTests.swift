@@ -77,7 +77,7 @@ func process(
     }
 }
 
-@Suite("Consumer groups", .timeLimit(.minutes(2)))
+@Suite("Consumer groups", .timeLimit(TestSupport.suiteTimeLimit))
 struct ConsumerGroupTests {
     @Test("two members split the partitions; when one leaves the other takes over and nothing is lost")
     func splitAndTakeOver() async throws {

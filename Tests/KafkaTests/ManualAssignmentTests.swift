@@ -2,7 +2,7 @@ import Testing
 
 @testable import Kafka
 
-@Suite("Manual assignment", .timeLimit(.minutes(2)))
+@Suite("Manual assignment", .timeLimit(TestSupport.suiteTimeLimit))
 struct ManualAssignmentTests {
     @Test("offsets-for-times + manual assignment read a partition from a timestamp to the high watermark")
     func readFromTimestampToEnd() async throws {
@@ -77,7 +77,7 @@ struct ManualAssignmentTests {
     }
 }
 
-@Suite("Consumer back-pressure", .timeLimit(.minutes(2)))
+@Suite("Consumer back-pressure", .timeLimit(TestSupport.suiteTimeLimit))
 struct ConsumerBackPressureTests {
     @Test("a slow application keeps the consumer's buffer bounded, and nothing is lost when it catches up")
     func boundedBuffer() async throws {

@@ -6,7 +6,7 @@ import Testing
 /// librdkafka keeps a partition paused across unassign and re-assign, and (2.0.2) restarts the
 /// fetch of a partition from an old position when it is resumed without being paused. The
 /// consumer must leave neither a re-assigned partition stuck nor re-deliver what it handed out.
-@Suite("Consumer pause across a rebalance", .timeLimit(.minutes(2)))
+@Suite("Consumer pause across a rebalance", .timeLimit(TestSupport.suiteTimeLimit))
 struct PauseAcrossRebalanceTests {
     static let partitions: Int32 = 4
     static let messages = 2_000

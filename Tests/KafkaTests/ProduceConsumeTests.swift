@@ -2,7 +2,7 @@ import Testing
 
 @testable import Kafka
 
-@Suite("Produce and consume", .timeLimit(.minutes(2)))
+@Suite("Produce and consume", .timeLimit(TestSupport.suiteTimeLimit))
 struct ProduceConsumeTests {
     @Test("keys, headers and per-partition order survive produce → consume across clients")
     func keysHeadersAndOrder() async throws {

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Kafka
 
-@Suite("Producer", .timeLimit(.minutes(2)))
+@Suite("Producer", .timeLimit(TestSupport.suiteTimeLimit))
 struct ProducerTests {
     @Test("a broker going down and up during production loses and duplicates nothing")
     func brokerDownUpExactlyOnce() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// `startOffset(notBefore:)` falls back to the low watermark only when the broker says it
 /// cannot look timestamps up; other lookup failures reach the caller.
-@Suite("Start offset from a timestamp", .timeLimit(.minutes(2)))
+@Suite("Start offset from a timestamp", .timeLimit(TestSupport.suiteTimeLimit))
 struct StartOffsetTests {
     @Test("a broker answering UNSUPPORTED_FOR_MESSAGE_FORMAT makes startOffset read from the low watermark")
     func unsupportedFallsBack() async throws {

@@ -1,3 +1,4 @@
+import CallpushTestSupport
 import Foundation
 import Logging
 import Testing
@@ -6,6 +7,9 @@ import Testing
 
 /// Shared helpers: fast client settings, unique names, bounded waits, cleanup.
 enum TestSupport {
+    /// Each suite's time limit: 2 minutes, stretched under sanitizers like every bound (TestTiming).
+    static let suiteTimeLimit: TimeLimitTrait.Duration = .minutes(2 * Int(TestTiming.scale.rounded(.up)))
+
     static let logger: Logger = {
         var logger = Logger(label: "kafka-tests")
         logger.logLevel = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
@@ -72,7 +76,7 @@ func withTimeout<T: Sendable>(
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
+            try await Task.sleep(for: .seconds(TestTiming.scaled(seconds: seconds)))
             throw TestTimeout(what: what)
         }
         defer { group.cancelAll() }

@@ -85,59 +85,15 @@ extension KafkaConsumer: RDKafkaClientDelegate {
     /// Pauses or resumes partitions in librdkafka (poll thread).
     ///
     /// librdkafka 2.0.2 does not wake a broker thread on resume (it may sleep up to 1 s before it
-    /// fetches again; docs/kafka.md, "Resume latency"), so a resume is followed by
-    /// ``wakeFetchers(_:)``. (A seek after the resume also wakes it, but races with a fetch
-    /// already under way and re-delivers messages.)
+    /// fetches again; docs/kafka.md, "Resume latency"). A seek after the resume wakes it, but
+    /// races with a fetch already under way and re-delivers messages, so it is not done.
     private func setPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
         guard !partitions.isEmpty else { return }
         let list = RDKafkaTopicPartitionList.make(partitions)
         let err = paused ? rd_kafka_pause_partitions(client.handle, list.pointer) : rd_kafka_resume_partitions(client.handle, list.pointer)
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.warning("kafka pause/resume failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
-        } else if !paused {
-            wakeFetchers(partitions)
         }
-    }
-
-    /// Wakes the broker threads that lead `partitions`: a read-only ListOffsets request
-    /// (offsets-for-times at "latest", answer ignored) is an op on each leader's queue and a
-    /// response on its socket, and a broker thread woken by either re-evaluates its partitions and
-    /// fetches the resumed ones. Fetch positions are not touched, so nothing can be delivered
-    /// twice. One wake-up at a time, on its own thread (the call blocks for a round trip);
-    /// partitions resumed meanwhile are woken when it ends.
-    func wakeFetchers(_ partitions: [KafkaTopicPartition]) {
-        let start = wakeState.withLock { state -> Bool in
-            if state.running {
-                state.next += partitions
-                return false
-            }
-            state.running = true
-            return true
-        }
-        guard start else { return }
-        guard handleGuard.enter() else {
-            wakeState.withLock { $0 = (false, []) }
-            return
-        }
-        let handle = UncheckedHandle(client.handle)
-        let thread = Thread { [self] in
-            var batch = partitions
-            while !batch.isEmpty {
-                let list = RDKafkaTopicPartitionList(capacity: batch.count)
-                for partition in Set(batch) {
-                    list.add(topic: partition.topic, partition: partition.partition, offset: Int64(RD_KAFKA_OFFSET_END))
-                }
-                _ = rd_kafka_offsets_for_times(handle.pointer, list.pointer, 1_000)
-                batch = wakeState.withLock { state in
-                    defer { state.next = [] }
-                    if state.next.isEmpty { state.running = false }
-                    return state.next
-                }
-            }
-            handleGuard.leave()
-        }
-        thread.name = "kafka-consumer.wake"
-        thread.start()
     }
 
     /// The buffer reached its bound: stop fetching (rebalances are still served).
