@@ -1,10 +1,11 @@
 // ThreadSanitizer and librdkafka: Debian's librdkafka uses glibc's C11 threads (`thrd_create`,
 // `thrd_join`, `mtx_*`, `cnd_*`, `call_once`), which this toolchain's TSan does not intercept.
 // TSan then has no state for librdkafka's threads and crashes (SEGV in its allocator) at their
-// first malloc, and would not see librdkafka's locks. In TSan builds of the test executable these
-// definitions interpose the C11 calls librdkafka imports and forward them to the pthread calls
-// TSan does intercept (glibc implements C11 threads on the same pthread objects, so the types are
-// layout-compatible). Other builds do not contain them.
+// first malloc, and would not see librdkafka's locks. In TSan builds of every program that links
+// the Kafka layer (the test bundle, push-worker, dispatch, …) these definitions interpose the C11
+// calls librdkafka imports and forward them to the pthread calls TSan does intercept (glibc
+// implements C11 threads on the same pthread objects, so the types are layout-compatible). Other
+// builds do not contain them.
 #include "CThreadsTSanShim.h"
 
 #if defined(__has_feature)
