@@ -175,14 +175,22 @@ struct KafkaBenchmark: AsyncParsableCommand {
                 try await consumer.assign((0..<Int32(partitions)).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
                 var received = 0
                 var bytes = 0
+                let debug = ProcessInfo.processInfo.environment["KAFKA_BENCH_DEBUG"] != nil
+                // With KAFKA_BENCH_DEBUG: when each tenth of the messages had arrived (finds stalls).
+                var marks: [String] = []
                 for try await message in consumer.messages {
-                    if received == 0, ProcessInfo.processInfo.environment["KAFKA_BENCH_DEBUG"] != nil {
+                    if received == 0, debug {
                         print("ours: first message after \(ContinuousClock.now - consumeStart)")
                     }
                     received += 1
                     bytes &+= message.value.count
+                    if debug, received % max(1, expected / 10) == 0 {
+                        let elapsed = ContinuousClock.now - consumeStart
+                        marks.append(String(format: "%.0f", Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000))
+                    }
                     if received == expected { break }
                 }
+                if debug { print("ours: ms at each tenth: \(marks.joined(separator: " "))") }
                 return received
             }
             let consumeTime = ContinuousClock.now - consumeStart
@@ -268,3 +276,4 @@ struct KafkaBenchmark: AsyncParsableCommand {
         }
     }
 }
+

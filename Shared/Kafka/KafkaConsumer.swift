@@ -42,6 +42,8 @@ public final class KafkaConsumer: Service, Sendable {
     /// Messages per batch handed to the application: 1024 × ~72 B stays below glibc's mmap
     /// threshold (128 KB), so batch arrays come from the heap instead of fresh zeroed pages.
     static let batchLimit = 1024
+    /// An empty queue after this many messages wakes the broker threads (see `wakeFetchersIfThrottled`).
+    static let wakeAfterMessages = 4096
 
     /// Creates the consumer, subscribes (group mode) and starts its poll thread.
     ///
@@ -143,10 +145,16 @@ public final class KafkaConsumer: Service, Sendable {
         pollContext.batchCapacity = batchLimit
         pollContext.pending.reserveCapacity(batchLimit)
         pollContext.pendingEpoch = state.withLock { $0.epoch }
+        let fetchThreshold = client.configValue("queued.min.messages").flatMap(Int.init) ?? 100_000
         while !stopRequested.load(ordering: .acquiring) {
             runCommands()
             var timeout: Int32 = 100
-            while pollContext.pending.count < batchLimit, let message = rd_kafka_consumer_poll(handle, timeout) {
+            var drained = false
+            while pollContext.pending.count < batchLimit {
+                guard let message = rd_kafka_consumer_poll(handle, timeout) else {
+                    drained = timeout == 0
+                    break
+                }
                 timeout = 0
                 if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
                     pollContext.pending.append(pollContext.makeMessage(message))
@@ -155,8 +163,10 @@ public final class KafkaConsumer: Service, Sendable {
                 }
                 rd_kafka_message_destroy(message)
             }
+            pollContext.polledSinceWake += pollContext.pending.count
             flushPending()
             adjustBackpressure()
+            wakeFetchersIfThrottled(threshold: fetchThreshold, drained: drained)
         }
         pollContext.pending = []
         let waiters = state.withLock { state in
@@ -172,6 +182,29 @@ public final class KafkaConsumer: Service, Sendable {
         }
         failCommands()
         pollThreadExit.finish()
+    }
+
+    /// Wakes the broker threads once the queue they stopped filling has room again.
+    ///
+    /// librdkafka stops fetching while the consumer queue holds `queued.min.messages` (it counts
+    /// the queue all partitions forward to, so the bound is per consumer) or
+    /// `queued.max.messages.kbytes`, and 2.0.2 looks again only when a broker thread wakes: up to
+    /// 1 s later. Measured on the embedded cluster: every full queue stalled the consumer ~0.8 s
+    /// (docs/kafka.md, "Fetch wake-up"). So: wake them when the queue drops below the count bound
+    /// after being at it, and when it is found empty after a large intake (the byte bound, which
+    /// the public API does not expose).
+    private func wakeFetchersIfThrottled(threshold: Int, drained: Bool) {
+        guard let queue = consumerQueue else { return }
+        let queued = rd_kafka_queue_length(queue.pointer)
+        if queued >= threshold {
+            pollContext.fetchQueueWasFull = true
+            return
+        }
+        if pollContext.fetchQueueWasFull || (drained && pollContext.polledSinceWake >= Self.wakeAfterMessages) {
+            pollContext.fetchQueueWasFull = false
+            pollContext.polledSinceWake = 0
+            client.wakeBrokerThreads()
+        }
     }
 
     /// Hands the collected messages to the buffer (or a waiting iterator).

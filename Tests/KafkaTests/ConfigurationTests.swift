@@ -74,6 +74,11 @@ struct ConfigurationTests {
             delegate: nil
         )
         #expect(client.configValue("sasl.password") == "file-secret-123")
+        // The fetch wake-up goes through rd_kafka_sasl_set_credentials: it must hand back exactly
+        // the resolved credentials, or a wake-up would change how the client authenticates.
+        client.wakeBrokerThreads()
+        #expect(client.configValue("sasl.password") == "file-secret-123")
+        #expect(client.configValue("sasl.username") == "callpush")
         await client.destroy(deadline: .seconds(5), name: "test")
     }
 

@@ -1,5 +1,6 @@
 import APNsSimulator
 import CallContract
+import CallpushTestSupport
 import CallpushCore
 import Foundation
 import Kafka
@@ -28,17 +29,21 @@ import Testing
         }
     }
 
-    /// The same through the real APNs client and the simulator, with fewer events.
+    /// The same through the real APNs client and the simulator: 10,000 events, counted at the
+    /// simulator. Under a sanitizer (time scale > 1, 5-15x slower) it runs 1,500 of them.
     @Test func ringsThroughTwoWorkersAndTheSimulatorArePushedOnceWithOneTerminalStatusEach() async throws {
+        let events = TestTiming.scale > 1 ? 1_500 : 10_000
         try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
             // A healthy transport: with too many streams in flight a debug build times out and loses
             // connections, and the retries those force may ring twice (apns.md: a lost response may
             // have been delivered). Exactly-once is the promise when APNs answers.
             let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 100)
             let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 100)
-            let rings = (0..<1_500).map { i in makeRing(token: token(i)) }
+            // All events are produced at once: the last ones wait for the first ones, so the
+            // deadline covers the whole run (a debug build delivers a few hundred per second).
+            let rings = (0..<events).map { i in makeRing(token: token(i), ringsFor: TestTiming.scaled(seconds: 240)) }
             try await bed.produce(rings.map { .ring($0) })
-            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
+            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 300)
             #expect(statuses.count(.retrying) == 0, "the transport stayed healthy (otherwise see the comment above); retried: \(statuses.retryReasons)")
             let pushesPerToken = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
             #expect(pushesPerToken.count == rings.count, "every call pushed")

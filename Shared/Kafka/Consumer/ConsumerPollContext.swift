@@ -9,6 +9,10 @@ final class ConsumerPollContext: @unchecked Sendable {
     var pendingEpoch = 0
     /// The most messages collected per batch (capacity reserved up front, no regrowth).
     var batchCapacity = 256
+    /// The consumer queue was at `queued.min.messages` (librdkafka stopped fetching).
+    var fetchQueueWasFull = false
+    /// Messages polled since the broker threads were last woken.
+    var polledSinceWake = 0
     private var lastTopic: OpaquePointer?
     private var lastTopicName = ""
 

@@ -85,8 +85,8 @@ extension KafkaConsumer: RDKafkaClientDelegate {
     /// Pauses or resumes partitions in librdkafka (poll thread).
     ///
     /// librdkafka 2.0.2 does not wake a broker thread on resume (it may sleep up to 1 s before it
-    /// fetches again; docs/kafka.md, "Resume latency"). A seek after the resume wakes it, but
-    /// races with a fetch already under way and re-delivers messages, so it is not done.
+    /// fetches again; docs/kafka.md, "Fetch wake-up"), so after a resume (which librdkafka has
+    /// applied when the call returns) the broker threads are woken.
     private func setPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
         guard !partitions.isEmpty else { return }
         let list = RDKafkaTopicPartitionList.make(partitions)
@@ -94,6 +94,7 @@ extension KafkaConsumer: RDKafkaClientDelegate {
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.warning("kafka pause/resume failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
         }
+        if !paused { client.wakeBrokerThreads() }
     }
 
     /// The buffer reached its bound: stop fetching (rebalances are still served).

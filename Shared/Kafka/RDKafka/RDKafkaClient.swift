@@ -43,11 +43,33 @@ final class RDKafkaClient: @unchecked Sendable {
     let handle: OpaquePointer
     let context: RDKafkaClientContext
     private let retainedContext: Unmanaged<RDKafkaClientContext>
+    /// The resolved `sasl.username` / `sasl.password` ("" when not set), for ``wakeBrokerThreads()``.
+    private let saslCredentials: (username: String, password: String)
 
-    private init(handle: OpaquePointer, context: RDKafkaClientContext, retained: Unmanaged<RDKafkaClientContext>) {
+    private init(
+        handle: OpaquePointer,
+        context: RDKafkaClientContext,
+        retained: Unmanaged<RDKafkaClientContext>,
+        saslCredentials: (username: String, password: String)
+    ) {
         self.handle = handle
         self.context = context
         self.retainedContext = retained
+        self.saslCredentials = saslCredentials
+    }
+
+    /// Wakes every broker thread of this client, so that each decides again whether to fetch.
+    ///
+    /// librdkafka 2.0.2 re-evaluates a partition's fetch only when its broker thread wakes: after a
+    /// resume, or after the consumer queue drained below `queued.min.messages`, a broker thread
+    /// that found nothing to fetch sleeps up to 1 s first (docs/kafka.md, "Fetch wake-up"). The
+    /// public API has no wake-up call; `rd_kafka_sasl_set_credentials` is the one call that only
+    /// stores two strings and then sends every broker thread a wake-up op. It is given the
+    /// credentials the client was created with, so nothing changes but the wake-up.
+    func wakeBrokerThreads() {
+        if let error = rd_kafka_sasl_set_credentials(handle, saslCredentials.username, saslCredentials.password) {
+            rd_kafka_error_destroy(error)
+        }
     }
 
     /// Creates a client of `type` from `properties` (values resolved per ``KafkaConfiguration``'s scheme).
@@ -65,12 +87,15 @@ final class RDKafkaClient: @unchecked Sendable {
         defer { if ownsConf { rd_kafka_conf_destroy(conf) } }
 
         var all = properties
+        var saslCredentials = (username: "", password: "")
         // Clients with a poll thread get logs on it; others (the mock cluster's handle, which
         // nobody polls) log directly from librdkafka's threads (the callback is thread-safe).
         all["log.queue"] = servesMainQueue ? "true" : "false"
         for key in all.keys.sorted() {
             let value = try KafkaConfiguration.resolve(key: key, value: all[key] ?? "")
             try setProperty(conf, key: key, value: value)
+            if key == "sasl.username" { saslCredentials.username = value }
+            if key == "sasl.password" { saslCredentials.password = value }
         }
 
         let context = RDKafkaClientContext(logger: logger)
@@ -94,7 +119,7 @@ final class RDKafkaClient: @unchecked Sendable {
         // Logs go to the main queue (served by our poll thread; for consumers it is
         // forwarded to the consumer queue by rd_kafka_poll_set_consumer).
         if servesMainQueue { rd_kafka_set_log_queue(handle, nil) }
-        return RDKafkaClient(handle: handle, context: context, retained: retained)
+        return RDKafkaClient(handle: handle, context: context, retained: retained, saslCredentials: saslCredentials)
     }
 
     /// Sets one property; the error names the key (never the value, which may be secret).
