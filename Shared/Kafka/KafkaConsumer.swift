@@ -212,8 +212,12 @@ public final class KafkaConsumer: Service, Sendable {
         let epochNow: Int
         if !pollContext.pending.isEmpty {
             let batch = MessageBatch(epoch: pollContext.pendingEpoch, messages: pollContext.pending)
+            // The next batch is likely the size of this one: full batches under load (no regrowth),
+            // a few messages when trickling (not a fresh ~100 KB block per message, whose malloc
+            // and free cost more than the message).
+            let reserve = min(pollContext.batchCapacity, max(16, batch.messages.count * 2))
             pollContext.pending = []
-            pollContext.pending.reserveCapacity(pollContext.batchCapacity)
+            pollContext.pending.reserveCapacity(reserve)
             let (action, epoch) = state.withLock { state in
                 (state.append(batch, limit: configuration.maxBufferedMessages), state.epoch)
             }
