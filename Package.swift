@@ -119,6 +119,7 @@ let package = Package(
             dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka",
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

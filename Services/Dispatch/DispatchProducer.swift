@@ -1,4 +1,5 @@
 import Foundation
+import HeapModule
 import Kafka
 import Logging
 import ServiceLifecycle
@@ -114,8 +115,8 @@ public final class DispatchProducer: EventPublishing, Service {
 /// `resolution` (and exists only while something is pending).
 ///
 /// A sleeping task per bounded call, cancelled when the call finished first, cost dispatch ~15 %
-/// of its `POST /v1/calls` throughput (5.0k -> 5.8k req/s without it); a deadline here is an insert
-/// and a remove under a lock. An expired deadline fires up to `resolution` late.
+/// of its `POST /v1/calls` throughput (5.0k -> 5.8k req/s without it); a deadline here is a heap
+/// insert and a dictionary remove under a lock. An expired deadline fires up to `resolution` late.
 final class Deadlines: Sendable {
     static let shared = Deadlines()
     static let resolution: Duration = .milliseconds(50)
@@ -124,8 +125,16 @@ final class Deadlines: Sendable {
         let deadline: ContinuousClock.Instant
         let expire: @Sendable () -> Void
     }
+    /// A deadline in the heap; ones removed early stay there until they come up, then are skipped.
+    private struct Due: Comparable {
+        let deadline: ContinuousClock.Instant
+        let id: UInt64
+        static func < (a: Due, b: Due) -> Bool { (a.deadline, a.id) < (b.deadline, b.id) }
+    }
     private struct State {
         var entries: [UInt64: Entry] = [:]
+        /// The earliest deadline first: a sweep looks only at what is due, not at every pending call.
+        var due = Heap<Due>()
         var nextID: UInt64 = 0
         var sweeping = false
     }
@@ -137,6 +146,7 @@ final class Deadlines: Sendable {
         let (id, startSweeper) = state.withLock { state -> (UInt64, Bool) in
             state.nextID &+= 1
             state.entries[state.nextID] = Entry(deadline: deadline, expire: expire)
+            state.due.insert(Due(deadline: deadline, id: state.nextID))
             defer { state.sweeping = true }
             return (state.nextID, !state.sweeping)
         }
@@ -158,11 +168,14 @@ final class Deadlines: Sendable {
             let now = ContinuousClock.now
             let (expired, more) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
                 var expired: [@Sendable () -> Void] = []
-                for (id, entry) in state.entries where entry.deadline <= now {
-                    expired.append(entry.expire)
-                    state.entries[id] = nil
+                while let next = state.due.min, next.deadline <= now {
+                    state.due.removeMin()
+                    if let entry = state.entries.removeValue(forKey: next.id) { expired.append(entry.expire) }
                 }
-                if state.entries.isEmpty { state.sweeping = false }
+                if state.entries.isEmpty {
+                    state.due = Heap()
+                    state.sweeping = false
+                }
                 return (expired, state.sweeping)
             }
             for expire in expired { expire() }

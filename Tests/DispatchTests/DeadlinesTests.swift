@@ -37,4 +37,20 @@ import Testing
         #expect(deadlines.pendingCount == 0)
         continuation.finish()
     }
+
+    @Test func aShortBoundQueuedAfterALongOneStillFiresFirst() async throws {
+        let deadlines = Deadlines()
+        let (never, continuation) = AsyncStream<Int>.makeStream()
+        let (neverShort, shortContinuation) = AsyncStream<Int>.makeStream()
+        async let long = DispatchProducer.bounded(.seconds(30), deadlines: deadlines) { for await value in never { return value }; return -1 }
+        try await Task.sleep(for: .milliseconds(20))
+        let started = ContinuousClock.now
+        let short = await DispatchProducer.bounded(.milliseconds(100), deadlines: deadlines) { for await value in neverShort { return value }; return -1 }
+        #expect(short == nil)
+        #expect(ContinuousClock.now - started < .seconds(10), "the short bound did not wait for the long one")
+        #expect(deadlines.pendingCount == 1, "the long one is still pending")
+        continuation.finish()
+        shortContinuation.finish()
+        #expect(try await long?.get() == -1, "the long body finished first and gave its result")
+    }
 }
