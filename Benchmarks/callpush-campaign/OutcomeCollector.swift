@@ -4,9 +4,10 @@ import Kafka
 import Logging
 import Locking
 
-/// Reads `voip.call-status` and the DLQ from the beginning (manual assignment, nothing
-/// committed) for the whole campaign: every status per delivery, when the first `sent` was seen,
-/// and every dead-lettered record.
+/// Reads `voip.call-status`, the DLQ and `voip.call-requests` from the beginning (manual
+/// assignment, nothing committed) for the whole campaign: every status per delivery, when the
+/// first `sent` was seen, every dead-lettered record, and where each call's events are (so a
+/// lost delivery can be traced to the partition, offset and worker logs).
 final class OutcomeCollector: Sendable {
     struct DeadLetter: Sendable {
         var key: [UInt8]?
@@ -19,6 +20,7 @@ final class OutcomeCollector: Sendable {
         var firstSent: [String: ContinuousClock.Instant] = [:]
         var sentPerSecond: [Int: Int] = [:]           // seconds since start → sent statuses
         var deadLetters: [DeadLetter] = []
+        var requestPositions: [String: [String]] = [:]  // callId → "p<partition>@<offset>" of its events
     }
 
     private let consumer: KafkaConsumer
@@ -34,6 +36,9 @@ final class OutcomeCollector: Sendable {
             KafkaPartitionAssignment(topic: Topics.status, partition: $0, start: .beginning)
         }
         assignments.append(KafkaPartitionAssignment(topic: Topics.deadLetter, partition: 0, start: .beginning))
+        assignments += (0..<Int32(Stack.partitions)).map {
+            KafkaPartitionAssignment(topic: Topics.requests, partition: $0, start: .beginning)
+        }
         try await consumer.assign(assignments)
     }
 
@@ -54,6 +59,11 @@ final class OutcomeCollector: Sendable {
             var headers: [String: String] = [:]
             for header in message.headers { headers[header.key] = header.stringValue ?? "" }
             state.withLock { $0.deadLetters.append(DeadLetter(key: message.key, value: message.value, headers: headers)) }
+            return
+        }
+        if message.topic == Topics.requests {
+            guard let callId = message.keyString else { return }
+            state.withLock { $0.requestPositions[callId, default: []].append("p\(message.partition)@\(message.offset)") }
             return
         }
         guard let status = try? CallStatus.decode(Data(message.value)) else { return }
@@ -77,6 +87,11 @@ final class OutcomeCollector: Sendable {
     }
 
     var deadLetters: [DeadLetter] { state.withLock { $0.deadLetters } }
+
+    /// Where the call's events are in `voip.call-requests` ("p<partition>@<offset>", in order read).
+    func requestPositions(callId: String) -> [String] {
+        state.withLock { $0.requestPositions[callId] ?? [] }
+    }
 
     /// `sent` statuses seen in [from, to) seconds after the collector started.
     func sentBetween(_ from: Int, _ to: Int) -> Int {

@@ -93,6 +93,8 @@ final class Stack: Sendable {
         environment["CALLPUSH_HTTP_HOST"] = "127.0.0.1"
         environment["CALLPUSH_HTTP_PORT"] = "\(workerPorts[index])"
         environment["CALLPUSH_WORKER_ID"] = Self.workerName(index)
+        // Assignments, revokes, drains and dedupe rebuilds, with times: what a lost delivery is traced with.
+        environment["CALLPUSH_LOG_LEVEL"] = "info"
         let key = nextKey.withLock { next -> Int in
             defer { next += 1 }
             return next

@@ -61,7 +61,9 @@ struct Verdict: Sendable {
                 redeliveriesRecognised += all.filter { $0.state == .duplicate }.count
                 let terminal = Self.outcomes(all)
                 guard let first = terminal.first else {
-                    lost.append("\(call.callId)/\(deviceKey.prefix(8))")
+                    let history = all.map { "\($0.state.rawValue)#\($0.attempt)@\($0.worker)" }.joined(separator: " ")
+                    lost.append("\(call.callId)/\(deviceKey.prefix(8)) requests \(collector.requestPositions(callId: call.callId).joined(separator: ","))"
+                                + " statuses [\(history)]")
                     continue
                 }
                 outcomes[first.state.rawValue, default: 0] += 1

@@ -16,12 +16,16 @@ public final class PartitionCoordinator: Sendable {
         var inFlight: [Int64: Task<DeliveryResult, Never>] = [:]
         /// Highest offset begun in this assignment.
         var lastBegun: Int64?
+        /// Which assignment of the partition this is. A delivery of an earlier assignment that
+        /// ends late (it was cancelled by a revoke and handed back) must not touch this one.
+        var generation = 0
     }
 
     private struct State {
         var partitions: [Int32: Partition] = [:]
         var revoked: Set<Int32> = []
         var storeOffset: (@Sendable (Int32, Int64) throws -> Void)?
+        var generations = 0
     }
 
     private let state = Locked(State())
@@ -63,11 +67,12 @@ public final class PartitionCoordinator: Sendable {
     /// New partitions: rebuild their dedupe state from the status topic, then accept their messages.
     public func assigned(_ partitions: [Int32]) async {
         let stores = await history?.rebuild(partitions: partitions, makeStore: dedupe.makeStore) ?? [:]
-        for partition in partitions { dedupe.install(stores[partition] ?? dedupe.makeStore(), partition: partition) }
         state.withLock { state in
             for partition in partitions {
+                dedupe.install(stores[partition] ?? dedupe.makeStore(), partition: partition)
                 state.revoked.remove(partition)
-                state.partitions[partition] = Partition()
+                state.generations += 1
+                state.partitions[partition] = Partition(generation: state.generations)
             }
         }
         logger.info("partitions assigned", metadata: ["kafka.partitions": "\(partitions.sorted())"])
@@ -75,18 +80,25 @@ public final class PartitionCoordinator: Sendable {
 
     /// Partitions moving away: stop accepting their messages, let in-flight work finish within the
     /// bound, cancel the rest, and forget them.
+    ///
+    /// When the Kafka layer stops waiting for this (its revoke bound) and the partition is
+    /// assigned again before this returns, the end of this leaves the new assignment alone.
     public func revoked(_ partitions: [Int32]) async {
-        let handles: [Task<DeliveryResult, Never>] = state.withLock { state in
+        let (handles, generations) = state.withLock { state -> ([Task<DeliveryResult, Never>], [Int32: Int]) in
             state.revoked.formUnion(partitions)
-            return partitions.flatMap { state.partitions[$0]?.inFlight.values.map { $0 } ?? [] }
+            let handles = partitions.flatMap { state.partitions[$0]?.inFlight.values.map { $0 } ?? [] }
+            return (handles, partitions.reduce(into: [:]) { $0[$1] = state.partitions[$1]?.generation })
         }
         let drained = await Self.awaitAll(handles, within: drainTimeout)
         if !drained {
             logger.warning("revoked partitions did not drain in time; handing back unfinished deliveries",
                            metadata: ["kafka.partitions": "\(partitions.sorted())"])
         }
-        state.withLock { state in for partition in partitions { state.partitions[partition] = nil } }
-        dedupe.remove(partitions: partitions)
+        state.withLock { state in
+            let ended = partitions.filter { state.partitions[$0]?.generation == generations[$0] }
+            for partition in ended { state.partitions[partition] = nil }
+            dedupe.remove(partitions: ended)
+        }
         logger.info("partitions revoked", metadata: ["kafka.partitions": "\(partitions.sorted())", "drained": "\(drained)"])
     }
 
@@ -124,17 +136,29 @@ public final class PartitionCoordinator: Sendable {
     // MARK: Deliveries
 
     /// Starts processing `event` in its own task, or returns nil when its partition is being
-    /// revoked (the message will be delivered to the partition's next owner) or the offset was
-    /// already begun (a re-delivery inside this assignment).
-    public func start(_ event: InboundEvent, _ work: @escaping @Sendable () async -> DeliveryResult) -> Task<DeliveryResult, Never>? {
+    /// revoked (the message will be delivered to the partition's next owner), the offset was
+    /// already begun (a re-delivery inside this assignment) or `isCurrent` says the message was
+    /// fetched in an earlier assignment of the partition.
+    ///
+    /// `isCurrent` is asked under the coordinator's lock, after the caller may have waited (for
+    /// in-flight room) across a revoke and a new assignment of the same partition. Such a stale
+    /// message must not be begun: the new assignment re-delivers from the committed offset, and
+    /// begun first, the stale offset would make the tracker skip the earlier re-delivered ones
+    /// and then store past them (lost calls).
+    public func start(
+        _ event: InboundEvent,
+        isCurrent: () -> Bool = { true },
+        _ work: @escaping @Sendable () async -> DeliveryResult
+    ) -> Task<DeliveryResult, Never>? {
         state.withLock { state -> Task<DeliveryResult, Never>? in
-            guard !state.revoked.contains(event.partition) else { return nil }
+            guard !state.revoked.contains(event.partition), isCurrent() else { return nil }
             var partition = state.partitions[event.partition] ?? Partition()
             guard partition.tracker.begin(event.offset) else { return nil }
             partition.lastBegun = event.offset
+            let generation = partition.generation
             let task = Task {
                 let result = await work()
-                self.complete(event, result)
+                self.complete(event, result, generation: generation)
                 return result
             }
             partition.inFlight[event.offset] = task
@@ -143,9 +167,9 @@ public final class PartitionCoordinator: Sendable {
         }
     }
 
-    private func complete(_ event: InboundEvent, _ result: DeliveryResult) {
+    private func complete(_ event: InboundEvent, _ result: DeliveryResult, generation: Int) {
         state.withLock { state in
-            guard var partition = state.partitions[event.partition] else { return }
+            guard var partition = state.partitions[event.partition], partition.generation == generation else { return }
             partition.inFlight[event.offset] = nil
             if case .finished = result, let next = partition.tracker.finish(event.offset) {
                 do {

@@ -104,7 +104,8 @@ public final class PushWorkerService: Service, Sendable {
             let limiter = self.limiter
             // Cancels take effect here, in partition order, before any later ring's task starts.
             let intake = processor.intake(event)
-            let task = coordinator.start(event) {
+            let consumer = self.consumer
+            let task = coordinator.start(event, isCurrent: { consumer.isCurrent(message) }) {
                 defer { limiter.release() }
                 return await processor.process(intake, event: event)
             }

@@ -16,6 +16,10 @@ public struct KafkaConsumerMessage: Sendable, Hashable {
     public var headers: [KafkaHeader]
     /// The record timestamp in milliseconds since the Unix epoch, if known.
     public var timestampMilliseconds: Int64?
+    /// The consumer's assignment epoch when the message was fetched: after its partition is
+    /// revoked (even if it is assigned again) the message is stale, and
+    /// ``KafkaConsumer/isCurrent(_:)`` says so.
+    public var fetchEpoch: Int
 
     /// Creates a message (for tests of code that consumes messages).
     public init(
@@ -25,7 +29,8 @@ public struct KafkaConsumerMessage: Sendable, Hashable {
         key: [UInt8]?,
         value: [UInt8],
         headers: [KafkaHeader] = [],
-        timestampMilliseconds: Int64? = nil
+        timestampMilliseconds: Int64? = nil,
+        fetchEpoch: Int = 0
     ) {
         self.topic = topic
         self.partition = partition
@@ -34,6 +39,7 @@ public struct KafkaConsumerMessage: Sendable, Hashable {
         self.value = value
         self.headers = headers
         self.timestampMilliseconds = timestampMilliseconds
+        self.fetchEpoch = fetchEpoch
     }
 
     /// The partition as a value.

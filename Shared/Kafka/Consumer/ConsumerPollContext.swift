@@ -47,7 +47,8 @@ final class ConsumerPollContext: @unchecked Sendable {
             key: key,
             value: value,
             headers: headers,
-            timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp
+            timestampMilliseconds: timestampType == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : timestamp,
+            fetchEpoch: pendingEpoch
         )
     }
 }

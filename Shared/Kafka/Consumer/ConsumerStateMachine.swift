@@ -30,8 +30,9 @@ struct ConsumerStateMachine {
     private var waiters: [(id: Int, waiter: Waiter)] = []
     /// Partitions the application paused (kept paused across back-pressure resumes).
     private(set) var userPaused: Set<KafkaTopicPartition> = []
-    /// Partitions being revoked whose revoke handler is still running: offsets may still be stored.
-    private(set) var revoking: Set<KafkaTopicPartition> = []
+    /// Partitions being revoked whose revoke handler is still running, with the epoch their
+    /// assignment began at: offsets of that assignment's messages may still be stored.
+    private(set) var revoking: [KafkaTopicPartition: Int] = [:]
     /// Whether the poll thread paused the assignment because the buffer is full.
     var backpressurePaused = false
     /// Partitions librdkafka holds paused at our request. librdkafka keeps a partition's pause
@@ -61,19 +62,27 @@ struct ConsumerStateMachine {
     mutating func revoke(_ partitions: [KafkaTopicPartition]) {
         epoch += 1
         for partition in partitions {
-            if assigned.removeValue(forKey: partition) != nil { revoking.insert(partition) }
+            if let since = assigned.removeValue(forKey: partition) { revoking[partition] = since }
         }
         dropInvalid()
     }
 
     /// The revoke handler returned: stores for revoked partitions fail from now on.
     mutating func endRevoke() {
-        revoking = []
+        revoking = [:]
     }
 
     /// Whether an offset may be stored for `partition`.
     func canStore(_ partition: KafkaTopicPartition) -> Bool {
-        assigned[partition] != nil || revoking.contains(partition)
+        assigned[partition] != nil || revoking[partition] != nil
+    }
+
+    /// Whether `message`'s offset may be stored: its partition is assigned (or its revoke handler
+    /// is running) and the message was fetched in that assignment, not in an earlier one whose
+    /// uncommitted messages the partition's new assignment delivers again.
+    func canStore(_ message: KafkaConsumerMessage) -> Bool {
+        guard let since = assigned[message.topicPartition] ?? revoking[message.topicPartition] else { return false }
+        return message.fetchEpoch >= since
     }
 
     /// After a seek: messages of `partition` fetched before now are stale.

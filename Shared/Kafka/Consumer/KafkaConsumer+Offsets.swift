@@ -5,25 +5,41 @@ extension KafkaConsumer {
     /// offsets are committed automatically, on revoke and on close.
     ///
     /// - Throws: ``KafkaError/Code/notAssigned`` if the partition is no longer assigned
-    ///   (it moved to another consumer, which will process the message again).
+    ///   (it moved to another consumer, which will process the message again), or was revoked
+    ///   and assigned again since the message was fetched (the new assignment delivers the
+    ///   message again, with any earlier one left uncommitted: storing this one would skip them).
     public func storeOffset(for message: KafkaConsumerMessage) throws(KafkaError) {
-        try store(topic: message.topic, partition: message.partition, offset: message.offset + 1)
+        try store(topic: message.topic, partition: message.partition, offset: message.offset + 1) { $0.canStore(message) }
+    }
+
+    /// Whether `message` belongs to its partition's current assignment: false once the partition
+    /// was revoked, even if it was assigned to this consumer again since (then the new assignment
+    /// delivers the message again from the committed offset). An application that holds a message
+    /// across an `await` checks this before it starts work whose completion stores offsets.
+    public func isCurrent(_ message: KafkaConsumerMessage) -> Bool {
+        state.withLock { $0.isValid(message, fetchedAt: message.fetchEpoch) }
     }
 
     /// Stores `offset` (the next offset to read, i.e. last processed + 1) for a partition.
     ///
     /// - Throws: ``KafkaError/Code/notAssigned`` if the partition is not assigned.
     public func store(topic: String, partition: Int32, offset: Int64) throws(KafkaError) {
+        let topicPartition = KafkaTopicPartition(topic: topic, partition: partition)
+        try store(topic: topic, partition: partition, offset: offset) { $0.canStore(topicPartition) }
+    }
+
+    private func store(
+        topic: String, partition: Int32, offset: Int64, allowed: (ConsumerStateMachine) -> Bool
+    ) throws(KafkaError) {
         guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
         defer { handleGuard.leave() }
         let list = RDKafkaTopicPartitionList()
         list.add(topic: topic, partition: partition, offset: offset)
         let handle = client.handle
-        let topicPartition = KafkaTopicPartition(topic: topic, partition: partition)
         // Checked and stored under the lock the rebalance path takes before committing, so an
         // offset is never stored for a revoked partition after its final commit.
         let failure = state.withLock { state -> rd_kafka_resp_err_t in
-            guard state.canStore(topicPartition) else { return RD_KAFKA_RESP_ERR__STATE }
+            guard allowed(state) else { return RD_KAFKA_RESP_ERR__STATE }
             let err = rd_kafka_offsets_store(handle, list.pointer)
             let partitionErr = list.elements.first?.err ?? RD_KAFKA_RESP_ERR_NO_ERROR
             return err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : partitionErr
