@@ -51,6 +51,11 @@ public struct DedupeStore: Sendable {
         return true
     }
 
+    /// Forgets `key` (its delivery was handed back without a durable outcome).
+    public mutating func remove(_ key: DeliveryKey) {
+        deadlines[key] = nil
+    }
+
     /// Forgets entries whose ring deadline is more than `retention` before `now`.
     public mutating func expire(now: Date) {
         let cutoff = now.addingTimeInterval(-retention.seconds)

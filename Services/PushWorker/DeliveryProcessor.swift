@@ -127,6 +127,15 @@ public struct DeliveryProcessor: Sendable {
             status.state = .duplicate
             return await finish(status, event: event)
         }
+        let result = await deliverOnce(ring, event: event, status: status, deviceKey: deviceKey, log: log)
+        if result == .handedBack { dedupe.release(key, partition: event.partition) }
+        return result
+    }
+
+    /// A delivery that passed dedupe: expiry, cancellation, then the push with its retries.
+    private func deliverOnce(_ ring: RingRequest, event: InboundEvent, status: CallStatus, deviceKey: String,
+                             log: Logger) async -> DeliveryResult {
+        var status = status
         if ring.isExpired(at: now()) {
             return await finish(status, event: event)
         }

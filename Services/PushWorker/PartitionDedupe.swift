@@ -19,6 +19,13 @@ public final class PartitionDedupe: Sendable {
         }
     }
 
+    /// Forgets a delivery that was handed back without a durable outcome. Its entry was made when
+    /// the delivery began (so a second copy arriving meanwhile is answered `duplicate`); kept after
+    /// a hand-back, it would answer `duplicate` to the next copy although nothing recorded an outcome.
+    public func release(_ key: DeliveryKey, partition: Int32) {
+        stores.withLock { stores in stores[partition]?.remove(key) }
+    }
+
     /// Installs a rebuilt store for a newly assigned partition.
     public func install(_ store: DedupeStore, partition: Int32) {
         stores.withLock { $0[partition] = store }

@@ -15,9 +15,12 @@ public struct StatusHistoryReader: Sendable {
     public var timeout: Duration
     public var logger: Logger
 
-    /// States after which a delivery must not be pushed again. (`retrying` alone is not one: the
-    /// previous owner may have died before any push was accepted.)
-    static let handledStates: Set<CallStatus.State> = [.sent, .failed, .expired, .cancelled, .duplicate, .rejected]
+    /// States after which a delivery must not be pushed again. `retrying` alone is not one: the
+    /// previous owner may have died before any push was accepted. Nor is `duplicate`: it says another
+    /// copy of the event was handled *or still in progress* when it was written, and a copy in
+    /// progress may since have been handed back without an outcome; a handled copy left its own
+    /// status, which is what counts.
+    static let handledStates: Set<CallStatus.State> = [.sent, .failed, .expired, .cancelled, .rejected]
 
     public init(kafka: KafkaConfiguration, statusTopic: String, window: Duration, timeout: Duration, logger: Logger) {
         self.kafka = kafka

@@ -195,6 +195,22 @@ import Testing
         let terminal = h.publisher.states.filter(\.isTerminal)
         #expect(terminal.isEmpty, "no terminal status: the next owner finishes it")
     }
+
+    @Test func aHandedBackDeliveryIsPushedWhenItsEventComesAgainNotAnsweredDuplicate() async throws {
+        let sender = ScriptedSender()
+        let h = Harness(sender: sender,
+                        retry: RetryPolicy(base: .seconds(5), cap: .seconds(5), maxAttempts: 10, minimumRemaining: .milliseconds(5)))
+        let ring = makeRing(ringsFor: 60)
+        sender.script(ring.device.token, [PushAttempt(disposition: .retry, status: 503, reason: "ServiceUnavailable")])
+        let task = Task { try await h.process(.ring(ring)) }
+        while h.publisher.states.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        task.cancel()
+        #expect(try await task.value == .handedBack)
+        // The same event again on this worker (e.g. a second copy, or after the partition came back):
+        // nothing recorded an outcome for it, so it must ring, not be answered `duplicate`.
+        #expect(try await h.process(.ring(ring), offset: 101) == .finished(.sent))
+        #expect(h.publisher.states == [.retrying, .sent])
+    }
 }
 
 @Suite struct Rejecting {

@@ -251,3 +251,31 @@ actor PortBox {
         await cluster.shutdown()
     }
 }
+
+@Suite(.serialized) struct StatusHistoryRebuild {
+    @Test func aHandledStatusMarksItsDeliveryButADuplicateAloneDoesNot() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: WorkerTestbed.quietLogger)
+        try cluster.createTopic("status-history", partitions: 1)
+        let kafka = WorkerTestbed.kafka(cluster, "history")
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka), logger: WorkerTestbed.quietLogger)
+        let publisher = KafkaOutcomePublisher(producer: producer, statusTopic: "status-history", deadLetterTopic: "unused")
+        func status(_ callId: String, _ state: CallStatus.State) -> CallStatus {
+            CallStatus(callId: callId, deviceId: nil, deviceKey: "k-\(callId)", app: "rider", state: state, attempt: 1,
+                       replay: 0, at: Date(), worker: "w1")
+        }
+        // "sent": handled. "duplicate" alone: a copy answered while another was in progress, which was
+        // then handed back; nothing rang, so the next owner must push. "retrying" alone: not handled.
+        for item in [status("sent-call", .sent), status("dup-call", .duplicate), status("retry-call", .retrying)] {
+            try await publisher.publish(status: item, partition: 0)
+        }
+        await producer.shutdown()
+        let reader = StatusHistoryReader(kafka: kafka, statusTopic: "status-history", window: .seconds(600),
+                                         timeout: TestTiming.scaled(.seconds(20)), logger: WorkerTestbed.quietLogger)
+        let stores = await reader.rebuild(partitions: [0], makeStore: { DedupeStore() })
+        let store = try #require(stores[0])
+        #expect(store.contains(DeliveryKey(callId: "sent-call", deviceKey: "k-sent-call", replay: 0)))
+        #expect(!store.contains(DeliveryKey(callId: "dup-call", deviceKey: "k-dup-call", replay: 0)))
+        #expect(!store.contains(DeliveryKey(callId: "retry-call", deviceKey: "k-retry-call", replay: 0)))
+        await cluster.shutdown()
+    }
+}
