@@ -30,7 +30,9 @@ struct WorkerBenchmark: AsyncParsableCommand {
         var simulatorConfiguration = APNsSimulatorConfiguration()
         simulatorConfiguration.tokenKeys = [key.tokenKey]
         simulatorConfiguration.adminPort = nil
-        simulatorConfiguration.maxRecordedPushes = 1_000
+        // WORKER_BENCH_DEBUG=1: the fixed-rate runs also print where the latency goes (produced →
+        // simulator receipt, receipt → status read), from the simulator's record of every push.
+        simulatorConfiguration.maxRecordedPushes = Self.breakdown ? 200_000 : 1_000
         let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
         try await simulator.start()
         let clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
@@ -43,10 +45,10 @@ struct WorkerBenchmark: AsyncParsableCommand {
         print(String(format: "bare APNs client (2 connections, 500 in flight): %.0f pushes/s", bare))
         print("workers  mode                 events   events/s   p50 ms   p99 ms")
         for count in workers {
-            let saturation = try await measure(workers: count, client: client, offeredRate: nil, logger: logger)
+            let saturation = try await measure(workers: count, client: client, simulator: simulator, offeredRate: nil, logger: logger)
             print(saturation.line(workers: count, mode: "saturation"))
             let offered = rate > 0 ? rate : max(1, Int(saturation.rate / 2))
-            let fixed = try await measure(workers: count, client: client, offeredRate: offered, logger: logger)
+            let fixed = try await measure(workers: count, client: client, simulator: simulator, offeredRate: offered, logger: logger)
             print(fixed.line(workers: count, mode: "fixed \(offered)/s"))
             print(String(format: "         ratio end-to-end/bare = %.2f (target ≥ 0.5); fixed-rate p99/p50 = %.1f (target ≤ 3)",
                          saturation.rate / bare, (fixed.p99 ?? 0) / max(fixed.p50 ?? 1, 0.001)))
@@ -73,7 +75,13 @@ struct WorkerBenchmark: AsyncParsableCommand {
     }
 
     /// One run on a fresh cluster: start workers, wait for their assignment, produce, wait for every `sent`.
-    func measure(workers count: Int, client: APNSClient, offeredRate: Int?, logger: Logger) async throws -> Result {
+    static let breakdown = ProcessInfo.processInfo.environment["WORKER_BENCH_DEBUG"] == "1"
+
+    func measure(workers count: Int, client: APNSClient, simulator: APNsSimulator, offeredRate: Int?,
+                 logger: Logger) async throws -> Result {
+        simulator.resetPushes()
+        let wallAtStart = Date()
+        let clockAtStart = ContinuousClock.now
         let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
         try cluster.createTopic(Topics.requests, partitions: partitions)
         try cluster.createTopic(Topics.status, partitions: partitions)
@@ -97,6 +105,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
 
         let producedAt = Timestamps()
         let sentLatencies = Locked<[Double]>([])
+        let sentAt = Locked<[String: ContinuousClock.Instant]>([:])
         let total = offeredRate.map { $0 * seconds } ?? events
         // Manual assignment: no group join delay before the first status can be read.
         let statusConsumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
@@ -111,6 +120,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 // cost stays small next to the worker's).
                 guard let key = message.key, Self.isSent(message.value),
                       let start = producedAt.get(String(decoding: key, as: UTF8.self)) else { continue }
+                if Self.breakdown { sentAt.withLock { $0[String(decoding: key, as: UTF8.self)] = now } }
                 let done = sentLatencies.withLock { latencies -> Int in
                     latencies.append((now - start).seconds * 1000)
                     return latencies.count
@@ -159,6 +169,23 @@ struct WorkerBenchmark: AsyncParsableCommand {
         _ = await running.result
         await cluster.shutdown()
         let latencies = sentLatencies.withLock { $0 }
+        if Self.breakdown, offeredRate != nil {
+            var toPush: [Double] = []
+            var pushToStatus: [Double] = []
+            let reads = sentAt.withLock { $0 }
+            for push in simulator.pushes() {
+                guard let payload = try? VoIPPayload.decode(Data(push.payload.utf8)),
+                      let produced = producedAt.get(payload.callId), let read = reads[payload.callId] else { continue }
+                let received = clockAtStart + .seconds(push.receivedAt.timeIntervalSince(wallAtStart))
+                toPush.append((received - produced).seconds * 1000)
+                pushToStatus.append((read - received).seconds * 1000)
+            }
+            for (name, values) in [("produced → simulator receipt", toPush), ("receipt → sent status read", pushToStatus)] {
+                let part = Result(events: values.count, seconds: 1, latencies: values)
+                print(String(format: "         %@: p50 %.1f ms, p99 %.1f ms (%d pushes)", name as NSString,
+                             part.p50 ?? -1, part.p99 ?? -1, values.count))
+            }
+        }
         return Result(events: latencies.count, seconds: elapsed, latencies: latencies)
     }
 
