@@ -294,10 +294,14 @@ public struct DeliveryProcessor: Sendable {
 
     /// Retries a write until it is acknowledged. Without `evenIfCancelled` it gives up when the task
     /// is cancelled (nothing was pushed: the next owner redoes the event). With it — a push went out,
-    /// so its outcome must be recorded or the next owner would ring again — the write runs in a task
-    /// that does not inherit the cancellation, bounded by `outcomeWriteBound`.
+    /// so its outcome must be recorded or the next owner would ring again — it keeps retrying while
+    /// the delivery runs (a Kafka outage longer than any bound must not strand a delivery that
+    /// nobody redoes while this worker keeps the partition), and once the delivery is cancelled
+    /// (revoke, shutdown) the write goes on in a task that does not inherit the cancellation,
+    /// bounded by `outcomeWriteBound`.
     private func durably(_ write: @escaping @Sendable () async throws -> Void, evenIfCancelled: Bool = false) async -> Bool {
         guard evenIfCancelled else { return await retrying(write, until: nil) }
+        if !Task.isCancelled, await retrying(write, until: nil) { return true }
         let deadline = ContinuousClock.now + settings.outcomeWriteBound
         return await Task { await self.retrying(write, until: deadline) }.value
     }

@@ -135,6 +135,27 @@ import Testing
         #expect(h.publisher.states == [.sent])
         #expect(h.sender.sent.count == 1, "a failing status write does not push again")
     }
+
+    @Test func aStatusWriteFailingLongerThanTheOutcomeBoundKeepsGoingWhileTheDeliveryIsNotCancelled() async throws {
+        // 4 failures take 50 + 100 + 200 + 400 ms of back-off, past the 100 ms bound. The bound is for a
+        // cancelled delivery (revoke, shutdown); handing this one back would strand it: nobody redoes
+        // an event while this worker keeps its partition.
+        let h = Harness(publisher: RecordingPublisher(failFirst: 4), outcomeWriteBound: .milliseconds(100))
+        #expect(try await h.process(.ring(makeRing())) == .finished(.sent))
+        #expect(h.publisher.states == [.sent])
+        #expect(h.sender.sent.count == 1)
+    }
+
+    @Test func aCancelledDeliveryWhosePushWentOutStillWritesItsOutcomeWithinTheBound() async throws {
+        let sender = ScriptedSender()
+        let h = Harness(sender: sender, publisher: RecordingPublisher(failFirst: 3), outcomeWriteBound: .seconds(5))
+        let task = Task { try await h.process(.ring(makeRing())) }
+        while sender.sent.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        task.cancel()  // e.g. a revoke past the drain bound, while the status write is being retried
+        #expect(try await task.value == .finished(.sent), "the push went out: its outcome is recorded")
+        #expect(h.publisher.states == [.sent])
+        #expect(sender.sent.count == 1)
+    }
 }
 
 @Suite struct Cancelling {

@@ -83,11 +83,15 @@ struct Harness {
 
     init(sender: ScriptedSender = ScriptedSender(), publisher: RecordingPublisher = RecordingPublisher(),
          retry: RetryPolicy = RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20), maxAttempts: 8, minimumRemaining: .milliseconds(5)),
-         credentials: CredentialCircuit = CredentialCircuit(), now: @escaping @Sendable () -> Date = { Date() }) {
+         credentials: CredentialCircuit = CredentialCircuit(), outcomeWriteBound: Duration = .seconds(10),
+         now: @escaping @Sendable () -> Date = { Date() }) {
         self.sender = sender
         self.publisher = publisher
+        var settings = DeliveryProcessor.Settings(workerID: "test-worker", apps: ["rider", "taxi"], retry: retry,
+                                                  attemptTimeout: TestTiming.scaled(.seconds(2)))
+        settings.outcomeWriteBound = outcomeWriteBound
         self.processor = DeliveryProcessor(
-            settings: .init(workerID: "test-worker", apps: ["rider", "taxi"], retry: retry, attemptTimeout: TestTiming.scaled(.seconds(2))),
+            settings: settings,
             sender: sender, publisher: publisher, cancels: CancelSignals(),
             dedupe: PartitionDedupe(retention: .seconds(60), capacity: 10_000),
             ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
