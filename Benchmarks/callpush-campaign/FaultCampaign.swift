@@ -48,6 +48,15 @@ struct FaultCampaign: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(2))  // late duplicates, if any, reach the simulator
             let pushes = try SimulatorPush.decodeList(try await stack.http.send("GET", "\(stack.adminURL)/pushes", timeout: 30).body)
             verdict.checkCalls(snapshot, collector: collector)
+            // Every accepted call's events must be in the topic; for a lost delivery this tells
+            // "never stored" from "missed by the collector".
+            let accepted = Set(snapshot.filter { $0.answer == .accepted }.map(\.callId))
+            let report = await RequestsRecheck.run(bootstrap: stack.cluster.bootstrapServers, accepted: accepted,
+                                                   lost: verdict.lostCallIDs, logger: logger)
+            for line in report { say("  recheck of voip.call-requests: \(line)") }
+            for call in snapshot where verdict.lostCallIDs.contains(call.callId) {
+                say("  lost call \(call.callId): requested at \(call.wallClock), answered \(call.answer)")
+            }
             verdict.checkPushes(pushes, calls: snapshot, killTimes: plan.killTimes)
             verdict.invalid = invalid.count
             verdict.missingFromDLQ = InvalidEvents.missing(invalid, from: collector.deadLetters).map { "\($0.key)" }

@@ -10,6 +10,8 @@ struct Verdict: Sendable {
     var otherAnswers: [String] = []
     var deliveries = 0
     var lost: [String] = []
+    /// Call ids of the lost deliveries.
+    var lostCallIDs: Set<String> = []
     var conflicting: [String] = []
     /// Status history of every accepted delivery whose outcome is not `sent` (written to outcomes.txt).
     var notSent: [String] = []
@@ -61,6 +63,7 @@ struct Verdict: Sendable {
                 redeliveriesRecognised += all.filter { $0.state == .duplicate }.count
                 let terminal = Self.outcomes(all)
                 guard let first = terminal.first else {
+                    lostCallIDs.insert(call.callId)
                     let history = all.map { "\($0.state.rawValue)#\($0.attempt)@\($0.worker)" }.joined(separator: " ")
                     lost.append("\(call.callId)/\(deviceKey.prefix(8)) requests \(collector.requestPositions(callId: call.callId).joined(separator: ","))"
                                 + " statuses [\(history)]")
