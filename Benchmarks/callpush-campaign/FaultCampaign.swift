@@ -51,6 +51,8 @@ struct FaultCampaign: AsyncParsableCommand {
             // Every accepted call's events must be in the topic; for a lost delivery this tells
             // "never stored" from "missed by the collector".
             let accepted = Set(snapshot.filter { $0.answer == .accepted }.map(\.callId))
+            let seen = accepted.filter { !collector.requestPositions(callId: $0).isEmpty }.count
+            say("  the status reader saw the events of \(seen) of \(accepted.count) accepted calls")
             let report = await RequestsRecheck.run(bootstrap: stack.cluster.bootstrapServers, accepted: accepted,
                                                    lost: verdict.lostCallIDs, logger: logger)
             for line in report { say("  recheck of voip.call-requests: \(line)") }
