@@ -67,7 +67,11 @@ final class CallLoad: Sendable {
             let response = try await stack.http.send("POST", "\(stack.dispatchURL)/v1/calls", body: data,
                                                      headers: ["Authorization": "Bearer \(stack.files.apiKey)"])
             switch response.status {
-            case 202: answer = .accepted
+            case 202:
+                // The answer must be about this call: a 202 naming another call would make this one
+                // look accepted (and then lost) while its own request was refused.
+                let named = (try? JSONSerialization.jsonObject(with: response.body) as? [String: Any])?["callId"] as? String
+                answer = named == callId ? .accepted : .failed("202 names call \(named ?? "none"), not \(callId)")
             case 503: answer = .refused(503)
             default: answer = .failed("HTTP \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
             }

@@ -32,7 +32,11 @@ struct Verdict: Sendable {
         return sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
     }
 
-    var failed: Bool { !lost.isEmpty || !missingFromDLQ.isEmpty || !crashes.isEmpty || !conflicting.isEmpty || accepted == 0 }
+    var failed: Bool {
+        !lost.isEmpty || !missingFromDLQ.isEmpty || !crashes.isEmpty || !conflicting.isEmpty || accepted == 0 || !misdirected.isEmpty
+    }
+    /// 202 answers that named another call than the one requested (dispatch or the HTTP client mixed answers up).
+    var misdirected: [String] { otherAnswers.filter { $0.contains("202 names call") } }
 
     /// Terminal outcomes of one delivery: terminal worker statuses except `duplicate` (a redelivery
     /// the worker recognised; it sends nothing).
