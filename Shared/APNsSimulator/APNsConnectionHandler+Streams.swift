@@ -1,158 +1,123 @@
 import Foundation
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 
-/// Frame-level stream handling: requests are collected per stream id in `streams` and answered by writing
-/// frames on the connection. Writes made while reading are flushed once at `channelReadComplete`.
-extension APNsConnectionHandler {
+/// Stream handling: ``HTTP2ServerFraming`` parses the client's bytes and calls back for each request; answers go
+/// into its output buffer, written once per read burst (at `channelReadComplete`) or at once outside of one.
+extension APNsConnectionHandler: HTTP2ServerFramingDelegate {
     /// Bytes of payload kept; anything longer is only counted (it is `PayloadTooLarge` anyway).
     static let maximumKeptBody = RequestValidator.voipPayloadLimit + 1
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         inReadLoop = true
-        let frame = unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let headers):
-            receiveHeaders(headers, streamID: frame.streamID)
-        case .data(let data):
-            receiveData(data, streamID: frame.streamID)
-        default:
-            break  // SETTINGS and PING are acknowledged by NIO; RST_STREAM arrives as StreamClosedEvent.
-        }
+        framing.receive(unwrapInboundIn(data))
+        if framing.wantsClose { flushOutput() }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         inReadLoop = false
-        if needsFlush {
-            needsFlush = false
-            context.flush()
-        }
+        flushOutput()
         context.fireChannelReadComplete()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let closed = event as? StreamClosedEvent {
-            streamClosed(closed.streamID)
-        } else if let window = event as? NIOHTTP2WindowUpdatedEvent {
-            windowChanged(window)
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    // MARK: Requests
-
-    private func receiveHeaders(_ payload: HTTP2Frame.FramePayload.Headers, streamID: HTTP2StreamID) {
-        if streamID > lastOpenedStreamID {
-            lastOpenedStreamID = streamID
-            switch streamOpened(streamID, faults: core.faults) {
-            case .process:
-                break
-            case .refuse:
-                write(HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
-                return
-            case .connectionDropped:
-                return
+    /// Writes what the framing produced; closes the connection once it is written if the framing is done
+    /// (GOAWAY with no stream left, or a protocol error).
+    func flushOutput() {
+        guard let context, !closing else { return }
+        let output = framing.takeOutput()
+        let close = framing.wantsClose
+        if close {
+            closing = true
+            if let error = framing.lastError {
+                core.logger.debug(
+                    "HTTP/2 connection error", metadata: ["apns.connection": "\(id)", "error": "\(error.code) \(error.detail)"]
+                )
             }
         }
-        guard let index = streams.index(forKey: streamID), !streams.values[index].requestComplete else { return }
-        if streams.values[index].headers == nil { streams.values[index].headers = payload.headers }
-        if payload.endStream { requestComplete(streamID, at: index) }
-    }
-
-    private func receiveData(_ payload: HTTP2Frame.FramePayload.Data, streamID: HTTP2StreamID) {
-        guard let index = streams.index(forKey: streamID), !streams.values[index].requestComplete else { return }
-        if case .byteBuffer(let buffer) = payload.data {
-            streams.values[index].bodyLength += buffer.readableBytes
-            let kept = streams.values[index].body?.readableBytes ?? 0
-            let take = min(Self.maximumKeptBody - kept, buffer.readableBytes)
-            if take > 0, var slice = buffer.getSlice(at: buffer.readerIndex, length: take) {
-                if streams.values[index].body == nil {
-                    streams.values[index].body = slice
-                } else {
-                    streams.values[index].body!.writeBuffer(&slice)
-                }
-            }
-        }
-        if payload.endStream { requestComplete(streamID, at: index) }
-    }
-
-    private func requestComplete(_ streamID: HTTP2StreamID, at index: Dictionary<HTTP2StreamID, StreamState>.Index) {
-        streams.values[index].requestComplete = true
-        guard let headers = streams.values[index].headers else {
-            write(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError)))
+        guard let output else {
+            if close { context.close(promise: nil) }
             return
         }
+        if close {
+            // Close only once the last answers and the GOAWAY are written (a close fails unwritten data).
+            context.writeAndFlush(wrapOutboundOut(output)).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        } else {
+            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
+        }
+    }
+
+    // MARK: HTTP2ServerFramingDelegate
+
+    func http2StreamOpened(_ stream: UInt32, headers: HPACKHeaders) -> HTTP2Admission {
+        let admission = streamOpened(stream, faults: core.faults)
+        if case .accept = admission { streams[stream]?.headers = headers }
+        return admission
+    }
+
+    func http2Data(_ buffer: ByteBuffer, stream: UInt32) {
+        guard let index = streams.index(forKey: stream), !streams.values[index].requestComplete else { return }
+        streams.values[index].bodyLength += buffer.readableBytes
+        let kept = streams.values[index].body?.readableBytes ?? 0
+        let take = min(Self.maximumKeptBody - kept, buffer.readableBytes)
+        if take > 0, var slice = buffer.getSlice(at: buffer.readerIndex, length: take) {
+            if streams.values[index].body == nil {
+                streams.values[index].body = slice
+            } else {
+                streams.values[index].body!.writeBuffer(&slice)
+            }
+        }
+    }
+
+    func http2RequestEnded(_ stream: UInt32) {
+        guard let index = streams.index(forKey: stream), !streams.values[index].requestComplete else { return }
+        streams.values[index].requestComplete = true
+        guard let headers = streams.values[index].headers else { return }
         let body = streams.values[index].body
         let bodyLength = streams.values[index].bodyLength
         let faults = streams.values[index].faults
         streams.values[index].body = nil
-        switch decide(headers: headers, body: body, bodyLength: bodyLength, streamID: Int(streamID), faults: faults) {
+        switch decide(headers: headers, body: body, bodyLength: bodyLength, streamID: Int(stream), faults: faults) {
         case .noResponse:
             break
         case .respond(let answer, let delay):
             if delay > 0, let context {
                 _ = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay)) {
                     // The client may have reset the stream (timeout) or the connection may be gone.
-                    guard self.streams[streamID] != nil else { return }
-                    self.write(answer, streamID: streamID)
+                    guard self.streams[stream] != nil else { return }
+                    self.write(answer, stream: stream)
                 }
             } else {
-                write(answer, streamID: streamID)
+                write(answer, stream: stream)
             }
         }
     }
 
+    func http2StreamClosed(_ stream: UInt32) {
+        streams.removeValue(forKey: stream)
+    }
+
     // MARK: Writing
 
-    private func write(_ answer: PushAnswer, streamID: HTTP2StreamID) {
+    private func write(_ answer: PushAnswer, stream: UInt32) {
         var headers = HPACKHeaders()
         headers.reserveCapacity(4)
         headers.add(name: ":status", value: answer.status == 200 ? "200" : String(answer.status))
         headers.add(name: "apns-id", value: answer.apnsID, indexing: .nonIndexable)
         if let uniqueID = answer.uniqueID { headers.add(name: "apns-unique-id", value: uniqueID, indexing: .nonIndexable) }
-        guard let reason = answer.reason, let context else {
-            write(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true))))
-            return
+        var body: ByteBuffer?
+        if let reason = answer.reason {
+            headers.add(name: "content-type", value: "application/json")
+            var json = #"{"reason":""# + Self.jsonEscaped(reason) + "\""
+            if let timestamp = answer.timestamp {
+                json += #","timestamp":"# + String(Int64(timestamp.timeIntervalSince1970 * 1000))
+            }
+            json += "}"
+            body = ByteBuffer(string: json)
         }
-        headers.add(name: "content-type", value: "application/json")
-        var json = #"{"reason":""# + Self.jsonEscaped(reason) + "\""
-        if let timestamp = answer.timestamp {
-            json += #","timestamp":"# + String(Int64(timestamp.timeIntervalSince1970 * 1000))
-        }
-        json += "}"
-        var buffer = context.channel.allocator.buffer(capacity: json.utf8.count)
-        buffer.writeString(json)
-        write(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers))), flush: false)
-        write(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))))
-    }
-
-    /// Writes a frame; flushes now unless inside a read loop (then once at `channelReadComplete`).
-    func write(_ frame: HTTP2Frame, flush: Bool = true) {
-        guard let context else { return }
-        context.write(wrapOutboundOut(frame), promise: nil)
-        guard flush else { return }
-        if inReadLoop {
-            needsFlush = true
-        } else {
-            context.flush()
-        }
-    }
-
-    /// Keeps the inbound windows open: when less than half is left, tops the window up to its target.
-    /// (Without a stream multiplexer NIO leaves WINDOW_UPDATEs to us.)
-    private func windowChanged(_ event: NIOHTTP2WindowUpdatedEvent) {
-        guard let inbound = event.inboundWindowSize else { return }
-        let target: Int
-        if event.streamID == .rootStream {
-            target = Self.connectionWindow
-        } else {
-            // Only streams still receiving their request need credit; closed ones must not get frames.
-            guard let state = streams[event.streamID], !state.requestComplete else { return }
-            target = Self.streamWindow
-        }
-        guard inbound < target / 2 else { return }
-        write(HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - inbound)))
+        framing.respond(stream: stream, headers: headers, body: body)
+        if !inReadLoop { flushOutput() }
     }
 
     private static func jsonEscaped(_ text: String) -> String {

@@ -1,7 +1,6 @@
 import Foundation
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -9,14 +8,13 @@ import NIOSSL
 import Glibc
 #endif
 
-/// One client connection, handled at the HTTP/2 frame level (no child channel per stream): collects each
-/// stream's request, answers it, counts streams for the GOAWAY / drop faults, authenticates requests (caching
-/// the verified provider token), keeps the inbound flow-control windows open and announces SETTINGS.
-/// Lives in the connection pipeline right after the HTTP/2 handler; every method runs on the connection's
-/// event loop.
+/// One client connection: its HTTP/2 protocol (``HTTP2ServerFraming``, right after TLS in the pipeline), each
+/// stream's request collected and answered, streams counted for the GOAWAY / drop faults, requests
+/// authenticated (caching the verified provider token) and MAX_CONCURRENT_STREAMS announced.
+/// Every method runs on the connection's event loop.
 final class APNsConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     /// What happens to a newly opened stream.
     enum StreamAdmission {
@@ -46,19 +44,20 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     static let connectionWindow = 1 << 24
     /// Per-stream inbound window, announced in SETTINGS.
     static let streamWindow = 1 << 20
+    /// SETTINGS_MAX_HEADER_LIST_SIZE announced.
+    static let maxHeaderListSize = 8192
 
     let id: Int
     let core: SimulatorCore
+    let framing: HTTP2ServerFraming
     var context: ChannelHandlerContext?
-    var streams: [HTTP2StreamID: StreamState] = [:]
-    var needsFlush = false
+    var streams: [UInt32: StreamState] = [:]
     var inReadLoop = false
-    /// Highest stream id the client opened (processed or refused): a HEADERS above it opens a stream.
-    var lastOpenedStreamID = HTTP2StreamID(0)
     private var streamsReceived = 0
-    private var highestStreamID = HTTP2StreamID(0)
-    private var goAwayLastStreamID: HTTP2StreamID?
+    private var highestStreamID: UInt32 = 0
+    private var goAwaySent = false
     private var dropped = false
+    var closing = false
     private var cachedAuthorization: String?
     private var cachedToken: ProviderToken?
     private var firstKeyID: String?
@@ -71,10 +70,21 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         self.core = core
         self.announcedMaxStreams = initialMaxStreams
         self.rampedUp = rampedUp
+        self.framing = HTTP2ServerFraming(
+            allocator: ByteBufferAllocator(), maxConcurrentStreams: initialMaxStreams, streamWindow: Self.streamWindow,
+            connectionWindow: Self.connectionWindow, maxHeaderListSize: Self.maxHeaderListSize
+        )
+        self.framing.delegate = self
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if context.channel.isActive { flushOutput() }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        flushOutput()  // the server preface (TLS sends it once the handshake is done)
+        context.fireChannelActive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -82,15 +92,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closing = true
         streams.removeAll()
         core.state.withLock { $0.closeConnection(id) }
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A stream error (e.g. a stream opened after our GOAWAY) only concerns that stream: NIO has already
-        // reset it. TLS and connection-level HTTP/2 errors end the connection; nothing to answer.
-        if error is NIOHTTP2Errors.StreamError { return }
+        // TLS and socket errors end the connection; nothing to answer. (HTTP/2 errors are the framing's: it
+        // resets the stream or sends GOAWAY.)
         core.logger.debug("connection error", metadata: ["apns.connection": "\(id)", "error": "\(error)"])
         context.close(promise: nil)
     }
@@ -98,54 +108,37 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     // MARK: Admission
 
     /// Decides the fate of every stream the client opens (fault counters, GOAWAY, drop).
-    func streamOpened(_ streamID: HTTP2StreamID, faults: APNsSimulatorFaults) -> StreamAdmission {
-        if dropped { return .refuse }
-        if let last = goAwayLastStreamID, streamID > last { return .refuse }
+    func streamOpened(_ streamID: UInt32, faults: APNsSimulatorFaults) -> HTTP2Admission {
+        if dropped { return .ignore }
         streamsReceived += 1
         highestStreamID = max(highestStreamID, streamID)
         if let limit = faults.dropConnectionAfterStreams, streamsReceived > limit {
             drop()
-            return .connectionDropped
+            return .ignore
         }
         streams[streamID] = StreamState(faults: faults)
-        if let limit = faults.goAwayAfterStreams, streamsReceived >= limit, goAwayLastStreamID == nil {
+        if let limit = faults.goAwayAfterStreams, streamsReceived >= limit, !goAwaySent {
             sendGoAway(lastStreamID: streamID, reason: faults.goAwayReason)
         }
-        return .process
+        return .accept
     }
 
-    /// A stream ended (answered, reset by the client, or the connection closed): after a GOAWAY, the
-    /// connection closes once its last admitted stream is done.
-    func streamClosed(_ streamID: HTTP2StreamID) {
-        guard streams.removeValue(forKey: streamID) != nil else { return }
-        if goAwayLastStreamID != nil, streams.isEmpty, let context {
-            // Let the last response leave before closing.
-            context.eventLoop.assumeIsolated().execute {
-                context.close(promise: nil)
-            }
-        }
-    }
-
-    /// GOAWAY with NO_ERROR and `{"reason": …}` debug data; streams up to `lastStreamID` still get answers.
-    func sendGoAway(lastStreamID: HTTP2StreamID? = nil, reason: String) {
-        guard let context, goAwayLastStreamID == nil else { return }
-        let last = lastStreamID ?? highestStreamID
-        goAwayLastStreamID = last
+    /// GOAWAY with NO_ERROR and `{"reason": …}` debug data; streams up to `lastStreamID` still get answers, then
+    /// the connection closes.
+    func sendGoAway(lastStreamID: UInt32? = nil, reason: String) {
+        guard context != nil, !goAwaySent, !dropped else { return }
+        goAwaySent = true
         let json = (try? JSONSerialization.data(withJSONObject: ["reason": reason])) ?? Data(#"{"reason":"Shutdown"}"#.utf8)
-        var debug = context.channel.allocator.buffer(capacity: json.count)
-        debug.writeBytes(json)
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug))
-        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        framing.goAway(lastStreamID: lastStreamID ?? highestStreamID, code: .noError, debugData: Array(json))
         core.count { $0.goAwaysSent += 1 }
-        if streams.isEmpty {
-            context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
-        }
+        if !inReadLoop { flushOutput() }
     }
 
     /// Abrupt close: TCP RST, no GOAWAY.
     func drop() {
         guard let context, !dropped else { return }
         dropped = true
+        closing = true
         core.count { $0.connectionsDropped += 1 }
         // SO_LINGER 0 turns close() into a TCP reset.
         if let socket = context.channel as? any SocketOptionProvider {
@@ -159,13 +152,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// Sends SETTINGS with a new MAX_CONCURRENT_STREAMS (only once the connection is ramped up).
     func announceMaxConcurrentStreams(_ limit: Int) {
-        guard rampedUp, limit != announcedMaxStreams, let context else { return }
+        guard rampedUp, limit != announcedMaxStreams, context != nil, !closing else { return }
         announcedMaxStreams = limit
-        let frame = HTTP2Frame(
-            streamID: .rootStream,
-            payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: limit)]))
-        )
-        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        framing.announceMaxConcurrentStreams(limit)
+        if !inReadLoop { flushOutput() }
     }
 
     /// After the first authenticated success with ramp-up on, raise MAX_CONCURRENT_STREAMS from 1.

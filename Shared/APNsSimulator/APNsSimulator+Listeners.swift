@@ -1,6 +1,5 @@
 import Foundation
 import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -59,37 +58,8 @@ extension APNsSimulator {
         if faults.unresponsive { try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false) }
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(NIOSSLServerHandler(context: sslContext))
-        let (connectionConfiguration, streamConfiguration) = http2Configuration(initialMaxStreams: initialLimit)
-        // No stream multiplexer: the connection handler answers streams at the frame level (a child channel
-        // per stream was the simulator's main cost).
-        try sync.addHandler(
-            NIOHTTP2Handler(mode: .server, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration)
-        )
+        // HTTP/2 itself is the connection handler's (HTTP2ServerFraming): no NIOHTTP2Handler, no child channels.
         try sync.addHandler(connection)
-    }
-
-    /// HTTP/2 settings of a simulator connection.
-    ///
-    /// NIO's denial-of-service limits (200 RST_STREAMs or stream errors per 30 s, 200 glitches per connection,
-    /// 32 remembered reset streams) are meant for servers facing the internet. A busy APNs client legitimately
-    /// exceeds them: it cancels streams that time out, and after a GOAWAY every stream it had already sent
-    /// above the last stream id is refused. With NIO's defaults the simulator would then kill the connection
-    /// (ENHANCE_YOUR_CALM) and every in-flight push on it would be lost, so the limits scale with the streams.
-    static func http2Configuration(
-        initialMaxStreams: Int
-    ) -> (NIOHTTP2Handler.ConnectionConfiguration, NIOHTTP2Handler.StreamConfiguration) {
-        var connection = NIOHTTP2Handler.ConnectionConfiguration()
-        connection.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: initialMaxStreams),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 8192),
-            HTTP2Setting(parameter: .initialWindowSize, value: APNsConnectionHandler.streamWindow),
-        ]
-        connection.maximumRecentlyResetStreams = 4096
-        connection.maximumConnectionGlitches = Int.max / 2
-        var stream = NIOHTTP2Handler.StreamConfiguration()
-        stream.streamResetFrameRateLimit.maximumCount = 1_000_000
-        stream.streamErrorRateLimit.maximumCount = 1_000_000
-        return (connection, stream)
     }
 
     /// Binds the HTTP/2 listener and the admin listener.

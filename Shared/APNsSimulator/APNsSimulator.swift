@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
