@@ -26,10 +26,9 @@ extension APNsConnectionHandler {
             return .noResponse
         }
         let now = core.clock.now()
-        var rng = SystemRandomNumberGenerator()
-        let delay = faults.latency?.sampleNanoseconds(using: &rng) ?? 0
+        let delay = faults.latency?.sampleNanoseconds(using: &random) ?? 0
         let head = PushRequestHead(headers: headers)
-        let apnsID = RequestValidator.requestAPNsID(head) ?? RandomUUID.string()
+        let apnsID = RequestValidator.requestAPNsID(head) ?? RandomUUID.string(using: &random)
 
         func reject(_ reason: APNsReason, timestamp: Date? = nil) -> PushDecision {
             core.reject(reason.reason)
@@ -74,12 +73,12 @@ extension APNsConnectionHandler {
             }
         }
         if let injection = faults.errorRate, injection.isActive(at: now), injection.probability > 0,
-            Double.random(in: 0..<1, using: &rng) < injection.probability
+            Double.random(in: 0..<1, using: &random) < injection.probability
         {
             return reject(APNsReason(status: injection.status, reason: injection.reason))
         }
 
-        let uniqueID = core.environment == .sandbox ? RandomUUID.string() : nil
+        let uniqueID = core.environment == .sandbox ? RandomUUID.string(using: &random) : nil
         var recordHeaders = push.recordHeaders
         if let authorizationRecord { recordHeaders["authorization"] = authorizationRecord }
         let record = RecordedPush(

@@ -101,14 +101,14 @@ extension APNsConnectionHandler: HTTP2ServerFramingDelegate {
     // MARK: Writing
 
     private func write(_ answer: PushAnswer, stream: UInt32) {
-        var headers = HPACKHeaders()
+        var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(4)
-        headers.add(name: ":status", value: answer.status == 200 ? "200" : String(answer.status))
-        headers.add(name: "apns-id", value: answer.apnsID, indexing: .nonIndexable)
-        if let uniqueID = answer.uniqueID { headers.add(name: "apns-unique-id", value: uniqueID, indexing: .nonIndexable) }
+        headers.append((":status", answer.status == 200 ? "200" : String(answer.status)))
+        headers.append(("apns-id", answer.apnsID))
+        if let uniqueID = answer.uniqueID { headers.append(("apns-unique-id", uniqueID)) }
         var body: ByteBuffer?
         if let reason = answer.reason {
-            headers.add(name: "content-type", value: "application/json")
+            headers.append(("content-type", "application/json"))
             var json = #"{"reason":""# + Self.jsonEscaped(reason) + "\""
             if let timestamp = answer.timestamp {
                 json += #","timestamp":"# + String(Int64(timestamp.timeIntervalSince1970 * 1000))

@@ -53,6 +53,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var context: ChannelHandlerContext?
     var streams: [UInt32: StreamState] = [:]
     var inReadLoop = false
+    /// Made-up ids and fault sampling.
+    var random = FastRandom()
     private var streamsReceived = 0
     private var highestStreamID: UInt32 = 0
     private var goAwaySent = false
@@ -171,7 +173,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// Token auth (JWT), or certificate auth, or nothing when allowed.
     func authenticate(_ head: PushRequestHead, now: Date) -> Result<Authentication, APNsReason> {
-        guard let authorization = head.value("authorization") else {
+        guard let authorization = head.authorization else {
             if hasClientCertificate { return .success(.certificate) }
             if core.allowUnauthenticated { return .success(.unauthenticated) }
             return .failure(.missingProviderToken)

@@ -41,7 +41,7 @@ protocol HTTP2ServerFramingDelegate: AnyObject {
 }
 
 /// The server side of an HTTP/2 connection (RFC 9113) at the byte level, for the APNs simulator: frame parsing,
-/// HPACK (NIOHPACK), stream states, flow control in both directions, SETTINGS, PING, RST_STREAM and GOAWAY.
+/// HPACK (NIOHPACK's decoder; answers encoded here without the dynamic table), stream states, flow control in both directions, SETTINGS, PING, RST_STREAM and GOAWAY.
 ///
 /// The simulator used NIO's `NIOHTTP2Handler`; its general-purpose machinery (a frame value per frame, per-frame
 /// pipeline writes, header validation in several passes) was most of the simulator's cost per push. This
@@ -114,7 +114,8 @@ final class HTTP2ServerFraming {
     private var settingsReceived = false
     private var headerBlock: (stream: UInt32, endStream: Bool, block: ByteBuffer)?
     private var decoder: HPACKDecoder
-    private var encoder: HPACKEncoder
+    /// The next header block we send starts with a dynamic table size update to 0 (we never index).
+    private var needsTableSizeUpdate = true
     private var scratch: ByteBuffer
 
     private var connectionSendWindow = HTTP2ServerFraming.defaultWindow
@@ -142,7 +143,6 @@ final class HTTP2ServerFraming {
         self.decoder = HPACKDecoder(
             allocator: allocator, maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize, maxHeaderListSize: maxHeaderListSize * 2
         )
-        self.encoder = HPACKEncoder(allocator: allocator)
         // The server preface: SETTINGS, then open the connection window beyond the protocol's 64 KiB.
         writeSettings([
             (.maxConcurrentStreams, maxConcurrentStreams), (.maxHeaderListSize, maxHeaderListSize),
@@ -403,8 +403,8 @@ final class HTTP2ServerFraming {
         while let identifier = body.readInteger(as: UInt16.self), let value = body.readInteger(as: UInt32.self) {
             switch Setting(rawValue: identifier) {
             case .headerTableSize:
-                // Our encoder's table may use up to what the client's decoder allows (at most 4 KiB).
-                try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
+                // We never use the dynamic table; confirm its size of 0 in the next header block.
+                needsTableSizeUpdate = true
             case .enablePush:
                 guard value <= 1 else { return connectionError(.protocolError, "SETTINGS_ENABLE_PUSH \(value)") }
             case .initialWindowSize:
@@ -462,15 +462,12 @@ final class HTTP2ServerFraming {
 
     // MARK: Output
 
-    /// Answers a stream: HEADERS, then `body` as DATA (as flow control allows) ending the stream.
-    func respond(stream: UInt32, headers: HPACKHeaders, body: ByteBuffer?) {
+    /// Answers a stream: HEADERS (`headers`: lowercase names, `:status` first), then `body` as DATA (as flow
+    /// control allows) ending the stream.
+    func respond(stream: UInt32, headers: [(name: String, value: String)], body: ByteBuffer?) {
         guard let index = streams.index(forKey: stream), !streams.values[index].localClosed else { return }
         scratch.clear()
-        do {
-            try encoder.encode(headers: headers, to: &scratch)
-        } catch {
-            return resetStream(stream, .internalError)
-        }
+        encodeHeaderBlock(headers, into: &scratch)
         var block = scratch
         var first = true
         repeat {
@@ -487,6 +484,52 @@ final class HTTP2ServerFraming {
         } else {
             closeIfDone(stream)
         }
+    }
+
+    // MARK: HPACK for answers
+
+    /// `:status` values in HPACK's static table (RFC 7541 Appendix A).
+    private static let statusIndex: [String: UInt8] = ["200": 8, "204": 9, "206": 10, "304": 11, "400": 12, "404": 13, "500": 14]
+
+    /// Encodes an answer's headers without the dynamic table: `:status` indexed when the static table has it,
+    /// everything else as literals without indexing and without Huffman coding (the answers are a few short
+    /// headers; NIOHPACK's general encoder was ~10 % of the simulator's time). A dynamic table size update to 0
+    /// opens the first block and every block after the client changed SETTINGS_HEADER_TABLE_SIZE, so decoders
+    /// that wait for one after a smaller setting (nghttp2) are satisfied.
+    private func encodeHeaderBlock(_ headers: [(name: String, value: String)], into buffer: inout ByteBuffer) {
+        if needsTableSizeUpdate {
+            buffer.writeInteger(UInt8(0x20))
+            needsTableSizeUpdate = false
+        }
+        for (name, value) in headers {
+            if name == ":status" {
+                if let index = Self.statusIndex[value] {
+                    buffer.writeInteger(0x80 | index)
+                    continue
+                }
+                buffer.writeInteger(UInt8(0x08))  // literal without indexing, name = static entry 8
+            } else {
+                buffer.writeInteger(UInt8(0x00))  // literal without indexing, literal name
+                Self.writeHPACKString(name, into: &buffer)
+            }
+            Self.writeHPACKString(value, into: &buffer)
+        }
+    }
+
+    private static func writeHPACKString(_ text: String, into buffer: inout ByteBuffer) {
+        let length = text.utf8.count
+        if length < 127 {
+            buffer.writeInteger(UInt8(length))
+        } else {
+            buffer.writeInteger(UInt8(127))
+            var rest = length - 127
+            while rest >= 128 {
+                buffer.writeInteger(UInt8(rest & 0x7f | 0x80))
+                rest >>= 7
+            }
+            buffer.writeInteger(UInt8(rest))
+        }
+        buffer.writeString(text)
     }
 
     /// Resets a stream (stream error or the application's choice) and forgets it.

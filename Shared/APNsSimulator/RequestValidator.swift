@@ -2,26 +2,46 @@ import Foundation
 import NIOCore
 import NIOHPACK
 
-/// The request line and headers of one push, split into what the validator needs.
+/// The request line and headers of one push, split into what the validator needs (read in one pass: the
+/// headers the checks ask for are picked out as they go by).
 struct PushRequestHead: Sendable {
     var method: String?
     var path: String?
     /// Regular (non-pseudo) headers, names lowercased, in order.
     var fields: [(name: String, value: String)] = []
+    var topic: String?
+    var pushType: String?
+    var priority: String?
+    var expiration: String?
+    var apnsID: String?
+    var collapseID: String?
+    var authorization: String?
 
     init(headers: HPACKHeaders) {
+        fields.reserveCapacity(headers.count)
         for (name, value, _) in headers {
+            if name.utf8.first == UInt8(ascii: ":") {
+                switch name {
+                case ":method": method = value
+                case ":path": path = value
+                default: break
+                }
+                continue
+            }
+            // HTTP/2 header names are lowercase (the framing resets streams with others). A repeated header
+            // keeps its first value here; `route` refuses repeats anyway.
+            fields.append((name, value))
             switch name {
-            case ":method": method = value
-            case ":path": path = value
-            case _ where name.hasPrefix(":"): break
-            default: fields.append((name, value))  // HTTP/2 header names are lowercase (NIO rejects others)
+            case "apns-topic": if topic == nil { topic = value }
+            case "apns-push-type": if pushType == nil { pushType = value }
+            case "apns-priority": if priority == nil { priority = value }
+            case "apns-expiration": if expiration == nil { expiration = value }
+            case "apns-id": if apnsID == nil { apnsID = value }
+            case "apns-collapse-id": if collapseID == nil { collapseID = value }
+            case "authorization": if authorization == nil { authorization = value }
+            default: break
             }
         }
-    }
-
-    func value(_ name: String) -> String? {
-        fields.first(where: { $0.name == name })?.value
     }
 }
 
@@ -52,7 +72,7 @@ enum RequestValidator {
 
     /// The `apns-id` to answer with: the request's if it is a UUID, else nil (the caller generates one).
     static func requestAPNsID(_ head: PushRequestHead) -> String? {
-        guard let id = head.value("apns-id"), isUUID(id) else { return nil }
+        guard let id = head.apnsID, isUUID(id) else { return nil }
         return id
     }
 
@@ -85,10 +105,10 @@ enum RequestValidator {
         body: ByteBuffer?,
         bodyLength: Int
     ) -> Result<ValidatedPush, APNsReason> {
-        let topic = head.value("apns-topic")
-        let pushType = head.value("apns-push-type")
+        let topic = head.topic
+        let pushType = head.pushType
         if topicRequired && (topic?.isEmpty ?? true) { return .failure(.missingTopic) }
-        if let topic, topic.isEmpty || topic.utf8.count > 255 || topic.contains(where: { $0 == " " }) {
+        if let topic, topic.isEmpty || topic.utf8.count > 255 || topic.utf8.contains(UInt8(ascii: " ")) {
             return .failure(.badTopic)
         }
         if let pushType, !knownPushTypes.contains(pushType) { return .failure(.invalidPushType) }
@@ -99,16 +119,16 @@ enum RequestValidator {
                 return .failure(.invalidPushType)
             }
         }
-        if let priority = head.value("apns-priority"), priority != "10", priority != "5", priority != "1" {
+        if let priority = head.priority, priority != "10", priority != "5", priority != "1" {
             return .failure(.badPriority)
         }
-        if let expiration = head.value("apns-expiration"),
+        if let expiration = head.expiration,
             expiration.isEmpty || expiration.utf8.count > 12 || !expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
         {
             return .failure(.badExpirationDate)
         }
-        if let id = head.value("apns-id"), !isUUID(id) { return .failure(.badMessageId) }
-        if let collapse = head.value("apns-collapse-id"), collapse.utf8.count > 64 { return .failure(.badCollapseId) }
+        if let id = head.apnsID, !isUUID(id) { return .failure(.badMessageId) }
+        if let collapse = head.collapseID, collapse.utf8.count > 64 { return .failure(.badCollapseId) }
         if bodyLength == 0 { return .failure(.payloadEmpty) }
         let limit = pushType == "voip" ? voipPayloadLimit : payloadLimit
         if bodyLength > limit { return .failure(.payloadTooLarge) }
@@ -118,6 +138,7 @@ enum RequestValidator {
         }) else { return .failure(.payloadEmpty) }
 
         var record: [String: String] = [:]
+        record.reserveCapacity(head.fields.count)
         for field in head.fields where field.name.hasPrefix("apns-") || field.name == "content-type" {
             record[field.name] = field.value
         }

@@ -134,8 +134,7 @@ struct HTTP2FramingTests {
 
         func answer(_ stream: UInt32, status: String = "200", body: String? = nil) {
             framing.respond(
-                stream: stream, headers: HPACKHeaders([(":status", status), ("apns-id", "id-\(stream)")]),
-                body: body.map { ByteBuffer(string: $0) }
+                stream: stream, headers: [(":status", status), ("apns-id", "id-\(stream)")], body: body.map { ByteBuffer(string: $0) }
             )
         }
 
@@ -180,6 +179,29 @@ struct HTTP2FramingTests {
         #expect(frames[1].flags == 0x1 && frames[1].payload == Array(#"{"reason":"BadDeviceToken"}"#.utf8))
         #expect(peer.recorder.closed == [1])
         #expect(peer.framing.openStreamCount == 0)
+    }
+
+    @Test("answer headers decode with a standard HPACK decoder; a table size update opens the first block and follows a SETTINGS change")
+    func answerEncoding() throws {
+        let peer = Peer()
+        peer.connect()
+        let long = String(repeating: "x", count: 300)
+        var blocks: [Frame] = []
+        for (stream, status) in [(UInt32(1), "200"), (3, "410"), (5, "503")] {
+            peer.send(peer.headers(stream: stream, endStream: true))
+            peer.framing.respond(stream: stream, headers: [(":status", status), ("apns-id", long), ("content-type", "application/json")], body: nil)
+            blocks += peer.output()
+            if stream == 3 { peer.send(Peer.frame(type: 0x4, flags: 0, stream: 0, payload: Peer.settingsPayload([(0x1, 256)]))) }
+        }
+        #expect(blocks.count == 3)
+        #expect(blocks.map { $0.payload.first } == [0x20, 0x00 | 0x08, 0x20])
+        for (frame, status) in zip(blocks, ["200", "410", "503"]) {
+            #expect(frame.flags == 0x5)
+            let headers = try peer.decodeHeaders(frame)
+            #expect(headers.map(\.name) == [":status", "apns-id", "content-type"])
+            #expect(headers.first(name: ":status") == status)
+            #expect(headers.first(name: "apns-id") == long)
+        }
     }
 
     @Test("a header block split into HEADERS + CONTINUATION is decoded; padding and priority fields are skipped")
