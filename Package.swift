@@ -69,7 +69,7 @@ let package = Package(
         ),
         .target(
             name: "APNs",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "HTTP2Wire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -82,8 +82,16 @@ let package = Package(
             path: "Shared/APNs"
         ),
         .target(
+            name: "HTTP2Wire",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            path: "Shared/HTTP2Wire"
+        ),
+        .target(
             name: "APNsSimulator",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "HTTP2Wire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -249,6 +257,15 @@ let package = Package(
         ),
         .testTarget(name: "KafkaTests", dependencies: ["Locking", "Kafka", "CallpushTestSupport"], path: "Tests/KafkaTests"),
         .testTarget(name: "APNsTests", dependencies: ["Locking", "APNs", "APNsSimulator"], path: "Tests/APNsTests"),
+        .testTarget(
+            name: "HTTP2WireTests",
+            dependencies: [
+                "HTTP2Wire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            path: "Tests/HTTP2WireTests"
+        ),
         .testTarget(
             name: "APNsSimulatorTests",
             dependencies: ["Locking",

@@ -1,10 +1,11 @@
 import Foundation
+import HTTP2Wire
 import NIOCore
 import NIOHPACK
 
-/// Stream handling: ``HTTP2ServerFraming`` parses the client's bytes and calls back for each request; answers go
+/// Stream handling: ``HTTP2Connection`` parses the client's bytes and calls back for each request; answers go
 /// into its output buffer, written once per read burst (at `channelReadComplete`) or at once outside of one.
-extension APNsConnectionHandler: HTTP2ServerFramingDelegate {
+extension APNsConnectionHandler: HTTP2ConnectionDelegate {
     /// Bytes of payload kept; anything longer is only counted (it is `PayloadTooLarge` anyway).
     static let maximumKeptBody = RequestValidator.voipPayloadLimit + 1
 
@@ -48,7 +49,7 @@ extension APNsConnectionHandler: HTTP2ServerFramingDelegate {
         }
     }
 
-    // MARK: HTTP2ServerFramingDelegate
+    // MARK: HTTP2ConnectionDelegate
 
     func http2StreamOpened(_ stream: UInt32, headers: HPACKHeaders) -> HTTP2Admission {
         let admission = streamOpened(stream, faults: core.faults)
@@ -70,7 +71,7 @@ extension APNsConnectionHandler: HTTP2ServerFramingDelegate {
         }
     }
 
-    func http2RequestEnded(_ stream: UInt32) {
+    func http2RemoteEnded(_ stream: UInt32) {
         guard let index = streams.index(forKey: stream), !streams.values[index].requestComplete else { return }
         streams.values[index].requestComplete = true
         guard let headers = streams.values[index].headers else { return }
@@ -94,7 +95,7 @@ extension APNsConnectionHandler: HTTP2ServerFramingDelegate {
         }
     }
 
-    func http2StreamClosed(_ stream: UInt32) {
+    func http2StreamClosed(_ stream: UInt32, _ end: HTTP2StreamEnd) {
         streams.removeValue(forKey: stream)
     }
 
@@ -116,7 +117,7 @@ extension APNsConnectionHandler: HTTP2ServerFramingDelegate {
             json += "}"
             body = ByteBuffer(string: json)
         }
-        framing.respond(stream: stream, headers: headers, body: body)
+        framing.send(stream: stream, headers: headers, body: body)
         if !inReadLoop { flushOutput() }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HTTP2Wire
 import NIOCore
 import NIOHPACK
 import NIOPosix
@@ -8,7 +9,7 @@ import NIOSSL
 import Glibc
 #endif
 
-/// One client connection: its HTTP/2 protocol (``HTTP2ServerFraming``, right after TLS in the pipeline), each
+/// One client connection: its HTTP/2 protocol (``HTTP2Connection`` in the server role, right after TLS in the pipeline), each
 /// stream's request collected and answered, streams counted for the GOAWAY / drop faults, requests
 /// authenticated (caching the verified provider token) and MAX_CONCURRENT_STREAMS announced.
 /// Every method runs on the connection's event loop.
@@ -49,7 +50,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     let id: Int
     let core: SimulatorCore
-    let framing: HTTP2ServerFraming
+    let framing: HTTP2Connection
     var context: ChannelHandlerContext?
     var streams: [UInt32: StreamState] = [:]
     var inReadLoop = false
@@ -72,9 +73,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         self.core = core
         self.announcedMaxStreams = initialMaxStreams
         self.rampedUp = rampedUp
-        self.framing = HTTP2ServerFraming(
-            allocator: ByteBufferAllocator(), maxConcurrentStreams: initialMaxStreams, streamWindow: Self.streamWindow,
-            connectionWindow: Self.connectionWindow, maxHeaderListSize: Self.maxHeaderListSize
+        self.framing = HTTP2Connection(
+            role: .server, allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, initialMaxStreams)],
+            streamWindow: Self.streamWindow, connectionWindow: Self.connectionWindow, maxHeaderListSize: Self.maxHeaderListSize
         )
         self.framing.delegate = self
     }

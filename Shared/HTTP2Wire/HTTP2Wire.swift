@@ -1,0 +1,384 @@
+import NIOCore
+
+/// The byte level of HTTP/2 (RFC 9113) shared by the APNs client's and the APNs simulator's own protocol
+/// implementations: frame reading and writing, padding, SETTINGS, and an HPACK encoder that never uses the
+/// dynamic table. Neither side needs more: each exchange is one request and one short answer.
+///
+/// Both used NIO's `NIOHTTP2Handler` (with a child channel per stream on the client). Under load those
+/// general-purpose layers were most of the cost of a push on both sides; this is the part of HTTP/2 they
+/// actually use, written straight against `ByteBuffer`s.
+public enum HTTP2Wire {
+    public static let clientPreface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+    public static let defaultWindow = 65_535
+    public static let maximumWindow = Int(Int32.max)
+    public static let defaultMaxFrameSize = 16_384
+    public static let frameHeaderLength = 9
+
+    /// Error codes (RFC 9113 §7).
+    public enum ErrorCode: UInt32, Sendable {
+        case noError = 0x0
+        case protocolError = 0x1
+        case internalError = 0x2
+        case flowControlError = 0x3
+        case settingsTimeout = 0x4
+        case streamClosed = 0x5
+        case frameSizeError = 0x6
+        case refusedStream = 0x7
+        case cancel = 0x8
+        case compressionError = 0x9
+        case connectError = 0xa
+        case enhanceYourCalm = 0xb
+        case inadequateSecurity = 0xc
+        case http11Required = 0xd
+    }
+
+    public enum FrameType: UInt8, Sendable {
+        case data = 0x0, headers = 0x1, priority = 0x2, rstStream = 0x3, settings = 0x4, pushPromise = 0x5
+        case ping = 0x6, goAway = 0x7, windowUpdate = 0x8, continuation = 0x9
+    }
+
+    public enum Flag {
+        public static let endStream: UInt8 = 0x1
+        public static let ack: UInt8 = 0x1
+        public static let endHeaders: UInt8 = 0x4
+        public static let padded: UInt8 = 0x8
+        public static let priority: UInt8 = 0x20
+    }
+
+    public enum Setting: UInt16, Sendable {
+        case headerTableSize = 0x1, enablePush = 0x2, maxConcurrentStreams = 0x3, initialWindowSize = 0x4
+        case maxFrameSize = 0x5, maxHeaderListSize = 0x6
+    }
+
+    /// A connection error: GOAWAY with this code, then close.
+    public struct ConnectionError: Error, Sendable {
+        public var code: ErrorCode
+        public var detail: String
+
+        public init(_ code: ErrorCode, _ detail: String) {
+            self.code = code
+            self.detail = detail
+        }
+    }
+
+    /// One frame; `type` is raw so unknown types can be skipped.
+    public struct Frame {
+        public var type: UInt8
+        public var flags: UInt8
+        public var stream: UInt32
+        public var payload: ByteBuffer
+
+        public func has(_ flag: UInt8) -> Bool { flags & flag != 0 }
+    }
+
+    // MARK: Reading
+
+    /// Cuts whole frames out of a byte stream.
+    public struct FrameReader {
+        private var buffer: ByteBuffer
+        private let allocator: ByteBufferAllocator
+        /// Our SETTINGS_MAX_FRAME_SIZE: longer frames are a connection error.
+        public let maxFrameSize: Int
+
+        public init(allocator: ByteBufferAllocator, maxFrameSize: Int = HTTP2Wire.defaultMaxFrameSize) {
+            self.allocator = allocator
+            self.buffer = allocator.buffer(capacity: 0)
+            self.maxFrameSize = maxFrameSize
+        }
+
+        public mutating func append(_ bytes: ByteBuffer) {
+            if buffer.readableBytes == 0 {
+                buffer = bytes
+            } else {
+                var more = bytes
+                buffer.writeBuffer(&more)
+            }
+        }
+
+        /// The client preface, when the server expects it: true once read, false if the bytes differ, nil while
+        /// incomplete.
+        public mutating func readClientPreface() -> Bool? {
+            let available = min(buffer.readableBytes, clientPreface.count)
+            guard buffer.readableBytesView.prefix(available).elementsEqual(clientPreface.prefix(available)) else { return false }
+            guard available == clientPreface.count else { return nil }
+            buffer.moveReaderIndex(forwardBy: available)
+            return true
+        }
+
+        /// The next whole frame; nil when more bytes are needed.
+        public mutating func next() throws(ConnectionError) -> Frame? {
+            guard buffer.readableBytes >= frameHeaderLength else {
+                release()
+                return nil
+            }
+            let start = buffer.readerIndex
+            let length = Int(buffer.getInteger(at: start, as: UInt16.self)!) << 8 | Int(buffer.getInteger(at: start + 2, as: UInt8.self)!)
+            guard length <= maxFrameSize else {
+                throw ConnectionError(.frameSizeError, "frame of \(length) bytes (maximum \(maxFrameSize))")
+            }
+            guard buffer.readableBytes >= frameHeaderLength + length else { return nil }
+            let type = buffer.getInteger(at: start + 3, as: UInt8.self)!
+            let flags = buffer.getInteger(at: start + 4, as: UInt8.self)!
+            let stream = buffer.getInteger(at: start + 5, as: UInt32.self)! & 0x7fff_ffff
+            buffer.moveReaderIndex(forwardBy: frameHeaderLength)
+            return Frame(type: type, flags: flags, stream: stream, payload: buffer.readSlice(length: length)!)
+        }
+
+        /// Drops the reference to a fully read input buffer.
+        private mutating func release() {
+            if buffer.readableBytes == 0, buffer.capacity > 0 { buffer = allocator.buffer(capacity: 0) }
+        }
+    }
+
+    /// A DATA or HEADERS payload without its padding (and priority fields).
+    public static func unpadded(_ payload: ByteBuffer, flags: UInt8, priorityFields: Bool) throws(ConnectionError) -> ByteBuffer {
+        var body = payload
+        var padding = 0
+        if flags & Flag.padded != 0 {
+            guard let length = body.readInteger(as: UInt8.self) else {
+                throw ConnectionError(.frameSizeError, "padded frame without a pad length")
+            }
+            padding = Int(length)
+        }
+        if priorityFields {
+            guard body.readableBytes >= 5 else { throw ConnectionError(.frameSizeError, "HEADERS too short for its priority fields") }
+            body.moveReaderIndex(forwardBy: 5)
+        }
+        guard padding <= body.readableBytes else { throw ConnectionError(.protocolError, "padding longer than the frame") }
+        return body.readSlice(length: body.readableBytes - padding)!
+    }
+
+    /// The peer's settings as far as a sender needs them.
+    public struct PeerSettings {
+        public var initialWindow = HTTP2Wire.defaultWindow
+        public var maxFrameSize = HTTP2Wire.defaultMaxFrameSize
+        public var maxConcurrentStreams: Int?
+
+        public init() {}
+
+        /// What one SETTINGS frame changed.
+        public struct Change {
+            /// Added to every open stream's send window.
+            public var windowDelta = 0
+            public var maxConcurrentStreams: Int?
+            /// SETTINGS_HEADER_TABLE_SIZE was sent: our next header block confirms our table size (0).
+            public var headerTableSize = false
+        }
+
+        /// Applies a (non-ACK) SETTINGS payload.
+        public mutating func apply(_ payload: ByteBuffer) throws(ConnectionError) -> Change {
+            guard payload.readableBytes % 6 == 0 else { throw ConnectionError(.frameSizeError, "SETTINGS length not a multiple of 6") }
+            var change = Change()
+            var body = payload
+            while let identifier = body.readInteger(as: UInt16.self), let value = body.readInteger(as: UInt32.self) {
+                switch Setting(rawValue: identifier) {
+                case .headerTableSize:
+                    change.headerTableSize = true
+                case .enablePush:
+                    guard value <= 1 else { throw ConnectionError(.protocolError, "SETTINGS_ENABLE_PUSH \(value)") }
+                case .initialWindowSize:
+                    guard value <= UInt32(maximumWindow) else {
+                        throw ConnectionError(.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
+                    }
+                    change.windowDelta += Int(value) - initialWindow
+                    initialWindow = Int(value)
+                case .maxFrameSize:
+                    guard value >= 16_384, value <= 16_777_215 else {
+                        throw ConnectionError(.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value)")
+                    }
+                    maxFrameSize = Int(value)
+                case .maxConcurrentStreams:
+                    maxConcurrentStreams = Int(value)
+                    change.maxConcurrentStreams = Int(value)
+                case .maxHeaderListSize, nil:
+                    break  // our header lists are small; unknown settings are ignored
+                }
+            }
+            return change
+        }
+    }
+
+    // MARK: Writing
+
+    /// Appends frames to one output buffer, which the connection writes once per burst.
+    public struct FrameWriter {
+        public private(set) var output: ByteBuffer
+        private let allocator: ByteBufferAllocator
+        private var scratch: ByteBuffer
+        /// The next header block starts with a dynamic table size update to 0 (we never index).
+        private var tableSizeUpdate = true
+
+        public init(allocator: ByteBufferAllocator) {
+            self.allocator = allocator
+            self.output = allocator.buffer(capacity: 1024)
+            self.scratch = allocator.buffer(capacity: 256)
+        }
+
+        public var isEmpty: Bool { output.readableBytes == 0 }
+
+        /// The bytes so far (nil when none); the writer starts a new buffer.
+        public mutating func take() -> ByteBuffer? {
+            guard output.readableBytes > 0 else { return nil }
+            defer { output = allocator.buffer(capacity: 1024) }
+            return output
+        }
+
+        /// The peer changed SETTINGS_HEADER_TABLE_SIZE: confirm our table size in the next block (a decoder
+        /// such as nghttp2's waits for that after a smaller setting).
+        public mutating func confirmTableSize() {
+            tableSizeUpdate = true
+        }
+
+        public mutating func raw(_ bytes: [UInt8]) {
+            output.writeBytes(bytes)
+        }
+
+        public mutating func frameHeader(length: Int, type: FrameType, flags: UInt8, stream: UInt32) {
+            output.writeInteger(UInt8(truncatingIfNeeded: length >> 16))
+            output.writeInteger(UInt16(truncatingIfNeeded: length))
+            output.writeInteger(type.rawValue)
+            output.writeInteger(flags)
+            output.writeInteger(stream)
+        }
+
+        public mutating func frame(type: FrameType, flags: UInt8, stream: UInt32, payload: ByteBuffer) {
+            frameHeader(length: payload.readableBytes, type: type, flags: flags, stream: stream)
+            var bytes = payload
+            output.writeBuffer(&bytes)
+        }
+
+        public mutating func settings(_ settings: [(Setting, Int)]) {
+            frameHeader(length: 6 * settings.count, type: .settings, flags: 0, stream: 0)
+            for (setting, value) in settings {
+                output.writeInteger(setting.rawValue)
+                output.writeInteger(UInt32(value))
+            }
+        }
+
+        public mutating func settingsAck() {
+            frameHeader(length: 0, type: .settings, flags: Flag.ack, stream: 0)
+        }
+
+        public mutating func windowUpdate(stream: UInt32, increment: Int) {
+            frameHeader(length: 4, type: .windowUpdate, flags: 0, stream: stream)
+            output.writeInteger(UInt32(increment))
+        }
+
+        public mutating func rstStream(_ stream: UInt32, _ code: ErrorCode) {
+            frameHeader(length: 4, type: .rstStream, flags: 0, stream: stream)
+            output.writeInteger(code.rawValue)
+        }
+
+        public mutating func ping(_ opaque: UInt64, ack: Bool) {
+            frameHeader(length: 8, type: .ping, flags: ack ? Flag.ack : 0, stream: 0)
+            output.writeInteger(opaque)
+        }
+
+        public mutating func goAway(lastStreamID: UInt32, code: ErrorCode, debugData: [UInt8]) {
+            frameHeader(length: 8 + debugData.count, type: .goAway, flags: 0, stream: 0)
+            output.writeInteger(lastStreamID)
+            output.writeInteger(code.rawValue)
+            output.writeBytes(debugData)
+        }
+
+        /// HEADERS (and CONTINUATION frames when the block is longer than `maxFrameSize`).
+        public mutating func headers(
+            stream: UInt32, _ headers: [(name: String, value: String)], endStream: Bool, maxFrameSize: Int
+        ) {
+            scratch.clear()
+            if tableSizeUpdate {
+                scratch.writeInteger(UInt8(0x20))
+                tableSizeUpdate = false
+            }
+            HPACKLiteralEncoder.encode(headers, into: &scratch)
+            var block = scratch
+            var first = true
+            repeat {
+                let chunk = block.readSlice(length: min(block.readableBytes, maxFrameSize))!
+                var flags: UInt8 = block.readableBytes == 0 ? Flag.endHeaders : 0
+                if first, endStream { flags |= Flag.endStream }
+                frame(type: first ? .headers : .continuation, flags: flags, stream: stream, payload: chunk)
+                first = false
+            } while block.readableBytes > 0
+        }
+    }
+}
+
+/// HPACK (RFC 7541) without the dynamic table: static-table matches are indexed, every other header is a literal
+/// "without indexing" (`authorization` "never indexed"), no Huffman coding. The decoder's state never changes, so
+/// there is nothing to keep in step with the peer beyond the table size update ``HTTP2Wire/FrameWriter`` sends.
+/// Names must be lowercase.
+public enum HPACKLiteralEncoder {
+    /// Static-table entries sent as one byte (name and value match).
+    private static func fullMatch(_ name: String, _ value: String) -> UInt8? {
+        switch (name, value) {
+        case (":method", "GET"): return 2
+        case (":method", "POST"): return 3
+        case (":path", "/"): return 4
+        case (":scheme", "http"): return 6
+        case (":scheme", "https"): return 7
+        case (":status", "200"): return 8
+        case (":status", "204"): return 9
+        case (":status", "206"): return 10
+        case (":status", "304"): return 11
+        case (":status", "400"): return 12
+        case (":status", "404"): return 13
+        case (":status", "500"): return 14
+        default: return nil
+        }
+    }
+
+    /// Static-table names used by APNs requests and answers.
+    private static func nameIndex(_ name: String) -> Int? {
+        switch name {
+        case ":authority": return 1
+        case ":method": return 2
+        case ":path": return 4
+        case ":scheme": return 6
+        case ":status": return 8
+        case "authorization": return 23
+        case "content-length": return 28
+        case "content-type": return 31
+        default: return nil
+        }
+    }
+
+    public static func encode(_ headers: [(name: String, value: String)], into buffer: inout ByteBuffer) {
+        for (name, value) in headers {
+            if let index = fullMatch(name, value) {
+                buffer.writeInteger(0x80 | index)
+                continue
+            }
+            // Literal without indexing is 0000xxxx; never indexed (for credentials) is 0001xxxx.
+            let pattern: UInt8 = name == "authorization" ? 0x10 : 0x00
+            if let index = nameIndex(name) {
+                writeInteger(index, prefixBits: 4, pattern: pattern, into: &buffer)
+            } else {
+                buffer.writeInteger(pattern)
+                writeString(name, into: &buffer)
+            }
+            writeString(value, into: &buffer)
+        }
+    }
+
+    static func writeString(_ text: String, into buffer: inout ByteBuffer) {
+        writeInteger(text.utf8.count, prefixBits: 7, pattern: 0x00, into: &buffer)  // H = 0: no Huffman
+        buffer.writeString(text)
+    }
+
+    /// RFC 7541 §5.1 integer with an N-bit prefix.
+    static func writeInteger(_ value: Int, prefixBits: Int, pattern: UInt8, into buffer: inout ByteBuffer) {
+        let limit = (1 << prefixBits) - 1
+        guard value >= limit else {
+            buffer.writeInteger(pattern | UInt8(value))
+            return
+        }
+        buffer.writeInteger(pattern | UInt8(limit))
+        var rest = value - limit
+        while rest >= 128 {
+            buffer.writeInteger(UInt8(rest & 0x7f | 0x80))
+            rest >>= 7
+        }
+        buffer.writeInteger(UInt8(rest))
+    }
+}
