@@ -249,20 +249,20 @@ public final class APNSClient: Service, Sendable {
 
     private func makeHeaders(
         _ push: APNSVoIPPush, apnsID: String, topic: String, authority: String, token: APNSTokenProvider.Token?
-    ) -> HPACKHeaders {
-        var headers = HPACKHeaders()
+    ) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(10)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: authority)
-        headers.add(name: ":path", value: "/3/device/" + push.deviceToken, indexing: .nonIndexable)
-        headers.add(name: "apns-push-type", value: "voip")
-        headers.add(name: "apns-topic", value: topic)
-        headers.add(name: "apns-priority", value: "10")
-        headers.add(name: "apns-expiration", value: push.expiration.headerValue, indexing: .nonIndexable)
-        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
+        headers.append((":method", "POST"))
+        headers.append((":scheme", "https"))
+        headers.append((":authority", authority))
+        headers.append((":path", "/3/device/" + push.deviceToken))
+        headers.append(("apns-push-type", "voip"))
+        headers.append(("apns-topic", topic))
+        headers.append(("apns-priority", "10"))
+        headers.append(("apns-expiration", push.expiration.headerValue))
+        headers.append(("apns-id", apnsID))
         if let token {
-            headers.add(name: "authorization", value: token.authorization)
+            headers.append(("authorization", token.authorization))  // sent "never indexed"
         }
         return headers
     }

@@ -1,104 +1,151 @@
+import HTTP2Wire
 import NIOCore
-import NIOHTTP2
+import NIOHPACK
 import NIOSSL
 import NIOTLS
 
 /// Receives connection events from the handler (on the connection's event loop).
 protocol APNSConnectionDelegate: AnyObject, Sendable {
     func connectionMaxStreamsChanged(id: Int, maxStreams: Int)
-    func connectionGoAway(id: Int, lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, reason: String?)
+    func connectionGoAway(id: Int, lastStreamID: UInt32, errorCode: HTTP2Wire.ErrorCode, reason: String?)
     func connectionClosed(id: Int, error: APNSError?)
 }
 
-/// What the streams of one connection need to know about a GOAWAY. Confined to the connection's event loop.
-final class APNSGoAwayState {
-    /// The lowest last-stream-id of the GOAWAYs received: streams above it were not processed.
-    var lastStreamID: HTTP2StreamID?
+/// What happened to one HTTP/2 request on one stream.
+enum APNSStreamResult: Sendable {
+    case response(status: Int, apnsID: String?, uniqueID: String?, body: ByteBuffer?)
+    case failed(APNSStreamFailure)
 }
 
-/// Connection-level HTTP/2 handling (stream 0): learns the server's SETTINGS_MAX_CONCURRENT_STREAMS,
-/// signals readiness after the first SETTINGS, checks ALPN, watches GOAWAY and keeps the connection
-/// healthy with PINGs when idle (no PONG in time → close, the pool replaces it).
-final class APNSConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+/// Why a stream ended without a response.
+enum APNSStreamFailure: Sendable, Equatable {
+    /// The request never reached the server (no stream opened before the deadline or the connection's end).
+    /// Safe to retry.
+    case notSent
+    /// REFUSED_STREAM, or above a GOAWAY's last-stream-id: not processed. Safe to retry.
+    case refused
+    /// The deadline passed first; the stream was reset with CANCEL.
+    case timeout
+    /// The connection closed after the request was written: it may have been delivered.
+    case connectionLost
+    /// The server reset the stream with another error code.
+    case reset(HTTP2Wire.ErrorCode)
+    /// The server's answer was not a valid response.
+    case protocolError
+}
+
+/// One connection to APNs, on its event loop: HTTP/2 (``HTTP2Connection`` in the client role, right after TLS),
+/// one stream per request with its deadline, requests waiting for a stream slot when the server's
+/// MAX_CONCURRENT_STREAMS is reached, the server's SETTINGS and GOAWAY reported to the pool, PINGs when idle
+/// (no answer in time → close, the pool replaces the connection).
+///
+/// Every request's promise completes exactly once: with the response, or with why there is none (deadline,
+/// reset, GOAWAY, connection end). Writes made while handling input are flushed once at the end of the read;
+/// requests submitted from outside share one flush per event-loop tick.
+final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegate {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     struct Ready: Sendable {
         let maxStreams: Int
-        let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-        let goAway: NIOLoopBound<APNSGoAwayState>
+        let handler: NIOLoopBound<APNSConnectionHandler>
+    }
+
+    /// Error bodies are tiny JSON; anything larger is cut (the reason is in the first bytes).
+    static let maximumBodySize = 16 * 1024
+    /// Our receive windows: answers are small, but many arrive at once.
+    static let connectionWindow = 1 << 20
+
+    /// A request on an open stream.
+    private struct Exchange {
+        var promise: EventLoopPromise<APNSStreamResult>
+        var timeout: Scheduled<Void>?
+        var status: Int?
+        var apnsID: String?
+        var uniqueID: String?
+        var body: ByteBuffer?
+    }
+
+    /// A request waiting for a stream slot.
+    private struct Waiting {
+        var headers: [(name: String, value: String)]
+        var body: ByteBuffer
+        var deadline: NIODeadline
+        var promise: EventLoopPromise<APNSStreamResult>
+        var timeout: Scheduled<Void>?
     }
 
     private let id: Int
-    private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-    private let goAway: APNSGoAwayState
     private let maxStreamsCap: Int
     private let pingInterval: TimeAmount
     private let pingTimeout: TimeAmount
     private weak var delegate: (any APNSConnectionDelegate)?
+    private let http2: HTTP2Connection
+    private var context: ChannelHandlerContext?
     private var ready: EventLoopPromise<Ready>?
+    private var exchanges: [UInt32: Exchange] = [:]
+    private var waiting: [Int: Waiting] = [:]
+    private var waitingOrder = CircularBuffer<Int>()
+    private var nextWaitingID = 0
     private var firstError: APNSError?
     private var maxStreams: Int?
     private var lastActivity = NIODeadline.now()
     private var pingTask: Scheduled<Void>?
     private var pongTimeoutTask: Scheduled<Void>?
+    private var inReadLoop = false
+    private var flushScheduled = false
+    private var closing = false
     private var closed = false
 
     init(
-        id: Int, multiplexer: NIOHTTP2Handler.StreamMultiplexer, goAway: APNSGoAwayState, maxStreamsCap: Int,
-        pingInterval: TimeAmount, pingTimeout: TimeAmount, delegate: any APNSConnectionDelegate, ready: EventLoopPromise<Ready>
+        id: Int, maxStreamsCap: Int, pingInterval: TimeAmount, pingTimeout: TimeAmount, delegate: any APNSConnectionDelegate,
+        ready: EventLoopPromise<Ready>
     ) {
         self.id = id
-        self.multiplexer = multiplexer
-        self.goAway = goAway
         self.maxStreamsCap = maxStreamsCap
         self.pingInterval = pingInterval
         self.pingTimeout = pingTimeout
         self.delegate = delegate
         self.ready = ready
+        self.http2 = HTTP2Connection(
+            role: .client, allocator: ByteBufferAllocator(), settings: [(.enablePush, 0), (.maxConcurrentStreams, 100)],
+            streamWindow: HTTP2Wire.defaultWindow, connectionWindow: Self.connectionWindow,
+            maxHeaderListSize: HPACKDecoder.defaultMaxHeaderListSize
+        )
+        self.http2.delegate = self
     }
 
+    // MARK: Channel events
+
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         // If readiness fails from outside (connect timeout), close the channel.
         ready?.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
         schedulePingCheck(context: context)
+        if context.channel.isActive { flush() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimers()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        flush()  // the preface; TLS sends it once the handshake is done
+        context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
         lastActivity = .now()
-        switch frame.payload {
-        case .settings(.settings(let settings)):
-            var newMax: Int?
-            for setting in settings where setting.parameter == .maxConcurrentStreams {
-                newMax = min(setting.value, maxStreamsCap)
-            }
-            if let ready {
-                self.ready = nil
-                let value = newMax ?? maxStreamsCap  // absent = unlimited
-                maxStreams = value
-                ready.succeed(Ready(maxStreams: value, multiplexer: multiplexer, goAway: NIOLoopBound(goAway, eventLoop: context.eventLoop)))
-            } else if let newMax, newMax != maxStreams {
-                maxStreams = newMax
-                delegate?.connectionMaxStreamsChanged(id: id, maxStreams: newMax)
-            }
-        case .ping(_, ack: true):
-            pongTimeoutTask?.cancel()
-            pongTimeoutTask = nil
-        case .goAway(let lastStreamID, let errorCode, let opaqueData):
-            // Recorded before NIO closes the streams above lastStreamID (it delivers those events after this
-            // frame), so their handlers can tell "refused, safe to retry" from "lost".
-            goAway.lastStreamID = min(goAway.lastStreamID ?? lastStreamID, lastStreamID)
-            let reason = opaqueData.flatMap { Self.reason(fromDebugData: $0) }
-            delegate?.connectionGoAway(id: id, lastStreamID: lastStreamID, errorCode: errorCode, reason: reason)
-        default:
-            break
-        }
-        context.fireChannelRead(data)
+        inReadLoop = true
+        http2.receive(unwrapInboundIn(data))
+        if http2.wantsClose { flush() }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        inReadLoop = false
+        flush()
+        context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -115,7 +162,13 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closing = true
         cancelTimers()
+        if let error = http2.lastError {
+            record(APNSError(.connectionLost, "HTTP/2 protocol error from the server: \(error.code) \(error.detail)"))
+        }
+        http2.connectionClosed()  // open streams end: connection lost
+        failWaiting(.notSent)
         if let ready {
             self.ready = nil
             ready.fail(firstError ?? APNSError(.connectFailed, "connection closed before HTTP/2 settings were received"))
@@ -124,6 +177,167 @@ final class APNSConnectionHandler: ChannelInboundHandler {
             delegate?.connectionClosed(id: id, error: firstError)
         }
         context.fireChannelInactive()
+    }
+
+    // MARK: Requests
+
+    /// Sends one request (on the event loop). The promise always succeeds, with a response or a failure.
+    func submit(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<APNSStreamResult>) {
+        guard !closing, let context else { return promise.succeed(.failed(.notSent)) }
+        if http2.goAwayReceived != nil { return promise.succeed(.failed(.refused)) }
+        if waitingOrder.isEmpty, http2.canOpenStream {
+            open(headers: headers, body: body, deadline: deadline, promise: promise)
+            scheduleFlush()
+            return
+        }
+        // The server's stream limit is reached (it lowered it below what the pool leased): wait for a slot.
+        let key = nextWaitingID
+        nextWaitingID += 1
+        let timeout = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            guard let request = self.waiting.removeValue(forKey: key) else { return }
+            request.promise.succeed(.failed(.notSent))
+        }
+        waiting[key] = Waiting(headers: headers, body: body, deadline: deadline, promise: promise, timeout: timeout)
+        waitingOrder.append(key)
+    }
+
+    private func open(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<APNSStreamResult>) {
+        guard let context, let stream = http2.openStream(headers: headers, body: body) else {
+            return promise.succeed(.failed(.notSent))
+        }
+        let timeout = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            self.finish(stream, .failed(.timeout))
+            self.http2.resetStream(stream, .cancel)
+            self.scheduleFlush()
+        }
+        exchanges[stream] = Exchange(promise: promise, timeout: timeout)
+    }
+
+    /// Opens streams for waiting requests while the server allows.
+    private func openWaiting() {
+        while http2.canOpenStream, let key = waitingOrder.first {
+            waitingOrder.removeFirst()
+            guard let request = waiting.removeValue(forKey: key) else { continue }
+            request.timeout?.cancel()
+            open(headers: request.headers, body: request.body, deadline: request.deadline, promise: request.promise)
+        }
+        if http2.goAwayReceived != nil { failWaiting(.refused) }
+        scheduleFlush()
+    }
+
+    private func failWaiting(_ failure: APNSStreamFailure) {
+        let requests = waiting
+        waiting.removeAll()
+        waitingOrder.removeAll()
+        for (_, request) in requests {
+            request.timeout?.cancel()
+            request.promise.succeed(.failed(failure))
+        }
+    }
+
+    private func finish(_ stream: UInt32, _ result: APNSStreamResult) {
+        guard let exchange = exchanges.removeValue(forKey: stream) else { return }
+        exchange.timeout?.cancel()
+        exchange.promise.succeed(result)
+    }
+
+    // MARK: HTTP2ConnectionDelegate
+
+    func http2PeerSettings(maxConcurrentStreams: Int?, first: Bool) {
+        if first, let ready {
+            self.ready = nil
+            let value = min(maxConcurrentStreams ?? maxStreamsCap, maxStreamsCap)  // absent = unlimited
+            maxStreams = value
+            ready.succeed(Ready(maxStreams: value, handler: NIOLoopBound(self, eventLoop: context!.eventLoop)))
+        } else if let limit = maxConcurrentStreams.map({ min($0, maxStreamsCap) }), limit != maxStreams {
+            maxStreams = limit
+            delegate?.connectionMaxStreamsChanged(id: id, maxStreams: limit)
+        }
+        openWaiting()
+    }
+
+    func http2Headers(_ headers: HPACKHeaders, stream: UInt32) {
+        guard exchanges[stream] != nil, exchanges[stream]?.status == nil else { return }  // trailers are ignored
+        guard let text = headers.first(name: ":status"), let status = Int(text), (100...599).contains(status) else {
+            finish(stream, .failed(.protocolError))
+            http2.resetStream(stream, .protocolError)
+            return
+        }
+        if status < 200 { return }  // informational
+        exchanges[stream]?.status = status
+        exchanges[stream]?.apnsID = headers.first(name: "apns-id")
+        exchanges[stream]?.uniqueID = headers.first(name: "apns-unique-id")
+    }
+
+    func http2Data(_ data: ByteBuffer, stream: UInt32) {
+        guard let index = exchanges.index(forKey: stream) else { return }
+        if exchanges.values[index].body == nil {
+            exchanges.values[index].body = data
+        } else if exchanges.values[index].body!.readableBytes + data.readableBytes <= Self.maximumBodySize {
+            var chunk = data
+            exchanges.values[index].body!.writeBuffer(&chunk)
+        }
+    }
+
+    func http2RemoteEnded(_ stream: UInt32) {}
+
+    func http2StreamClosed(_ stream: UInt32, _ end: HTTP2StreamEnd) {
+        if let exchange = exchanges[stream] {
+            switch end {
+            case .completed:
+                if let status = exchange.status {
+                    finish(stream, .response(status: status, apnsID: exchange.apnsID, uniqueID: exchange.uniqueID, body: exchange.body))
+                } else {
+                    finish(stream, .failed(.protocolError))
+                }
+            case .resetByPeer(.refusedStream), .refusedByGoAway:
+                finish(stream, .failed(.refused))
+            case .resetByPeer(let code):
+                finish(stream, .failed(.reset(code)))
+            case .resetLocally:
+                finish(stream, .failed(.protocolError))  // the server broke a stream rule
+            case .connectionError:
+                finish(stream, .failed(.connectionLost))
+            }
+        }
+        openWaiting()
+    }
+
+    func http2GoAway(lastStreamID: UInt32, code: HTTP2Wire.ErrorCode, debugData: ByteBuffer) {
+        delegate?.connectionGoAway(id: id, lastStreamID: lastStreamID, errorCode: code, reason: Self.reason(fromDebugData: debugData))
+    }
+
+    func http2PingAcknowledged(_ opaque: UInt64) {
+        pongTimeoutTask?.cancel()
+        pongTimeoutTask = nil
+    }
+
+    // MARK: Output
+
+    private func scheduleFlush() {
+        guard !inReadLoop, !flushScheduled, let context else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute {
+            self.flushScheduled = false
+            self.flush()
+        }
+    }
+
+    /// Writes what HTTP/2 produced; closes once it is written when HTTP/2 is done (GOAWAY drained, protocol error).
+    private func flush() {
+        guard let context, !closing else { return }
+        let output = http2.takeOutput()
+        let close = http2.wantsClose
+        if close { closing = true }
+        guard let output else {
+            if close { context.close(promise: nil) }
+            return
+        }
+        if close {
+            context.writeAndFlush(wrapOutboundOut(output)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        } else {
+            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
+        }
     }
 
     private func record(_ error: APNSError) {
@@ -138,17 +352,16 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     }
 
     private func schedulePingCheck(context: ChannelHandlerContext) {
-        let loop = context.eventLoop.assumeIsolated()
-        pingTask = loop.scheduleTask(in: pingInterval) {
+        pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: pingInterval) {
             self.pingCheck(context: context)
         }
     }
 
     private func pingCheck(context: ChannelHandlerContext) {
-        guard context.channel.isActive else { return }
+        guard context.channel.isActive, !closing else { return }
         if pongTimeoutTask == nil, NIODeadline.now() - lastActivity >= pingInterval {
-            let payload = HTTP2PingData(withInteger: UInt64(truncatingIfNeeded: NIODeadline.now().uptimeNanoseconds))
-            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(payload, ack: false))), promise: nil)
+            http2.ping(UInt64(truncatingIfNeeded: NIODeadline.now().uptimeNanoseconds))
+            flush()
             pongTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: pingTimeout) {
                 self.record(APNSError(.connectionLost, "no PING acknowledgement within the ping timeout"))
                 context.close(promise: nil)
