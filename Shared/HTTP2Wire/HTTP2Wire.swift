@@ -309,76 +309,104 @@ public enum HTTP2Wire {
 /// there is nothing to keep in step with the peer beyond the table size update ``HTTP2Wire/FrameWriter`` sends.
 /// Names must be lowercase.
 public enum HPACKLiteralEncoder {
-    /// Static-table entries sent as one byte (name and value match).
-    private static func fullMatch(_ name: String, _ value: String) -> UInt8? {
-        switch (name, value) {
-        case (":method", "GET"): return 2
-        case (":method", "POST"): return 3
-        case (":path", "/"): return 4
-        case (":scheme", "http"): return 6
-        case (":scheme", "https"): return 7
-        case (":status", "200"): return 8
-        case (":status", "204"): return 9
-        case (":status", "206"): return 10
-        case (":status", "304"): return 11
-        case (":status", "400"): return 12
-        case (":status", "404"): return 13
-        case (":status", "500"): return 14
+    /// The static-table index of a name APNs requests and answers use (RFC 7541 Appendix A), by length first so
+    /// most names are dismissed without a comparison.
+    @inline(__always)
+    static func nameIndex(_ name: String) -> UInt8? {
+        switch name.utf8.count {
+        case 5: return name == ":path" ? 4 : nil
+        case 7:
+            if name == ":method" { return 2 }
+            if name == ":scheme" { return 6 }
+            if name == ":status" { return 8 }
+            return nil
+        case 10: return name == ":authority" ? 1 : nil
+        case 12: return name == "content-type" ? 31 : nil
+        case 13: return name == "authorization" ? 23 : nil
+        case 14: return name == "content-length" ? 28 : nil
         default: return nil
         }
     }
 
-    /// Static-table names used by APNs requests and answers.
-    private static func nameIndex(_ name: String) -> Int? {
-        switch name {
-        case ":authority": return 1
-        case ":method": return 2
-        case ":path": return 4
-        case ":scheme": return 6
-        case ":status": return 8
-        case "authorization": return 23
-        case "content-length": return 28
-        case "content-type": return 31
+    /// The static-table entry matching name (by its index) and value, sent as one byte.
+    @inline(__always)
+    static func fullMatch(nameIndex: UInt8, _ value: String) -> UInt8? {
+        switch nameIndex {
+        case 2: return value == "POST" ? 3 : value == "GET" ? 2 : nil
+        case 4: return value == "/" ? 4 : nil
+        case 6: return value == "https" ? 7 : value == "http" ? 6 : nil
+        case 8:
+            switch value {
+            case "200": return 8
+            case "204": return 9
+            case "206": return 10
+            case "304": return 11
+            case "400": return 12
+            case "404": return 13
+            case "500": return 14
+            default: return nil
+            }
         default: return nil
         }
     }
 
     public static func encode(_ headers: [(name: String, value: String)], into buffer: inout ByteBuffer) {
-        for (name, value) in headers {
-            if let index = fullMatch(name, value) {
-                buffer.writeInteger(0x80 | index)
-                continue
+        // At most 6 bytes per length or index prefix: reserve once, then write through a pointer.
+        var capacity = 0
+        for (name, value) in headers { capacity += name.utf8.count + value.utf8.count + 12 }
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: capacity) { raw in
+            let out = raw.bindMemory(to: UInt8.self)
+            var index = 0
+            for (name, value) in headers {
+                let nameIndex = Self.nameIndex(name)
+                if let nameIndex, let entry = fullMatch(nameIndex: nameIndex, value) {
+                    out[index] = 0x80 | entry
+                    index += 1
+                    continue
+                }
+                // Literal without indexing is 0000xxxx; never indexed (for credentials) is 0001xxxx.
+                let pattern: UInt8 = nameIndex == 23 ? 0x10 : 0x00
+                if let nameIndex {
+                    index = writeInteger(Int(nameIndex), prefixBits: 4, pattern: pattern, into: out, at: index)
+                } else {
+                    out[index] = pattern
+                    index = writeString(name, into: out, at: index + 1)
+                }
+                index = writeString(value, into: out, at: index)
             }
-            // Literal without indexing is 0000xxxx; never indexed (for credentials) is 0001xxxx.
-            let pattern: UInt8 = name == "authorization" ? 0x10 : 0x00
-            if let index = nameIndex(name) {
-                writeInteger(index, prefixBits: 4, pattern: pattern, into: &buffer)
-            } else {
-                buffer.writeInteger(pattern)
-                writeString(name, into: &buffer)
-            }
-            writeString(value, into: &buffer)
+            return index
         }
     }
 
-    static func writeString(_ text: String, into buffer: inout ByteBuffer) {
-        writeInteger(text.utf8.count, prefixBits: 7, pattern: 0x00, into: &buffer)  // H = 0: no Huffman
-        buffer.writeString(text)
+    @inline(__always)
+    static func writeString(_ text: String, into out: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
+        var text = text
+        let count = text.utf8.count
+        var index = writeInteger(count, prefixBits: 7, pattern: 0x00, into: out, at: start)  // H = 0: no Huffman
+        text.withUTF8 { bytes in
+            if let base = bytes.baseAddress { (out.baseAddress! + index).update(from: base, count: count) }
+        }
+        index += count
+        return index
     }
 
     /// RFC 7541 §5.1 integer with an N-bit prefix.
-    static func writeInteger(_ value: Int, prefixBits: Int, pattern: UInt8, into buffer: inout ByteBuffer) {
+    @inline(__always)
+    static func writeInteger(_ value: Int, prefixBits: Int, pattern: UInt8, into out: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
         let limit = (1 << prefixBits) - 1
         guard value >= limit else {
-            buffer.writeInteger(pattern | UInt8(value))
-            return
+            out[start] = pattern | UInt8(value)
+            return start + 1
         }
-        buffer.writeInteger(pattern | UInt8(limit))
+        out[start] = pattern | UInt8(limit)
+        var index = start + 1
         var rest = value - limit
         while rest >= 128 {
-            buffer.writeInteger(UInt8(rest & 0x7f | 0x80))
+            out[index] = UInt8(rest & 0x7f | 0x80)
+            index += 1
             rest >>= 7
         }
-        buffer.writeInteger(UInt8(rest))
+        out[index] = UInt8(rest)
+        return index + 1
     }
 }

@@ -14,17 +14,18 @@ final class APNSConnection: Sendable {
         self.handler = handler
     }
 
-    /// Sends one request on a new stream. The future always succeeds, with a response or a failure.
-    func execute(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline) -> EventLoopFuture<APNSStreamResult> {
+    /// Sends one request on a new stream: a response or why there is none (never throws, never hangs: the
+    /// deadline, the stream's end and the connection's end all answer).
+    func execute(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline) async -> APNSStreamResult {
         let loop = channel.eventLoop
-        let promise = loop.makePromise(of: APNSStreamResult.self)
         let handler = self.handler
-        if loop.inEventLoop {
-            handler.value.submit(headers: headers, body: body, deadline: deadline, promise: promise)
-        } else {
-            loop.execute { handler.value.submit(headers: headers, body: body, deadline: deadline, promise: promise) }
+        return await withUnsafeContinuation { completion in
+            if loop.inEventLoop {
+                handler.value.submit(headers: headers, body: body, deadline: deadline, completion: completion)
+            } else {
+                loop.execute { handler.value.submit(headers: headers, body: body, deadline: deadline, completion: completion) }
+            }
         }
-        return promise.futureResult
     }
 
     /// Closes the connection (in-flight streams end with `connectionLost`).

@@ -39,7 +39,7 @@ enum APNSStreamFailure: Sendable, Equatable {
 /// MAX_CONCURRENT_STREAMS is reached, the server's SETTINGS and GOAWAY reported to the pool, PINGs when idle
 /// (no answer in time → close, the pool replaces the connection).
 ///
-/// Every request's promise completes exactly once: with the response, or with why there is none (deadline,
+/// Every request's completion is resumed exactly once: with the response, or with why there is none (deadline,
 /// reset, GOAWAY, connection end). Writes made while handling input are flushed once at the end of the read;
 /// requests submitted from outside share one flush per event-loop tick.
 final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegate {
@@ -56,10 +56,12 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     /// Our receive windows: answers are small, but many arrive at once.
     static let connectionWindow = 1 << 20
 
+    typealias Completion = UnsafeContinuation<APNSStreamResult, Never>
+
     /// A request on an open stream.
     private struct Exchange {
-        var promise: EventLoopPromise<APNSStreamResult>
-        var timeout: Scheduled<Void>?
+        var completion: Completion
+        var deadline: NIODeadline
         var status: Int?
         var apnsID: String?
         var uniqueID: String?
@@ -71,8 +73,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         var headers: [(name: String, value: String)]
         var body: ByteBuffer
         var deadline: NIODeadline
-        var promise: EventLoopPromise<APNSStreamResult>
-        var timeout: Scheduled<Void>?
+        var completion: Completion
     }
 
     private let id: Int
@@ -92,6 +93,9 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     private var lastActivity = NIODeadline.now()
     private var pingTask: Scheduled<Void>?
     private var pongTimeoutTask: Scheduled<Void>?
+    /// One timer for all deadlines (requests and waiting requests), armed for the earliest known one.
+    private var deadlineTimer: Scheduled<Void>?
+    private var timerDeadline: NIODeadline?
     private var inReadLoop = false
     private var flushScheduled = false
     private var closing = false
@@ -127,6 +131,10 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
 
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimers()
+        // Normally empty by now (channelInactive ended everything); never leave a request waiting.
+        closing = true
+        for stream in exchanges.keys.sorted() { finish(stream, .failed(.connectionLost)) }
+        failWaiting(.notSent)
         self.context = nil
     }
 
@@ -181,36 +189,29 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
 
     // MARK: Requests
 
-    /// Sends one request (on the event loop). The promise always succeeds, with a response or a failure.
-    func submit(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<APNSStreamResult>) {
-        guard !closing, let context else { return promise.succeed(.failed(.notSent)) }
-        if http2.goAwayReceived != nil { return promise.succeed(.failed(.refused)) }
+    /// Sends one request (on the event loop). `completion` is resumed exactly once, with a response or a failure.
+    func submit(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
+        guard !closing, context != nil else { return completion.resume(returning: .failed(.notSent)) }
+        if http2.goAwayReceived != nil { return completion.resume(returning: .failed(.refused)) }
         if waitingOrder.isEmpty, http2.canOpenStream {
-            open(headers: headers, body: body, deadline: deadline, promise: promise)
+            open(headers: headers, body: body, deadline: deadline, completion: completion)
             scheduleFlush()
             return
         }
         // The server's stream limit is reached (it lowered it below what the pool leased): wait for a slot.
         let key = nextWaitingID
         nextWaitingID += 1
-        let timeout = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
-            guard let request = self.waiting.removeValue(forKey: key) else { return }
-            request.promise.succeed(.failed(.notSent))
-        }
-        waiting[key] = Waiting(headers: headers, body: body, deadline: deadline, promise: promise, timeout: timeout)
+        waiting[key] = Waiting(headers: headers, body: body, deadline: deadline, completion: completion)
         waitingOrder.append(key)
+        armTimer(for: deadline)
     }
 
-    private func open(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, promise: EventLoopPromise<APNSStreamResult>) {
-        guard let context, let stream = http2.openStream(headers: headers, body: body) else {
-            return promise.succeed(.failed(.notSent))
+    private func open(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
+        guard let stream = http2.openStream(headers: headers, body: body) else {
+            return completion.resume(returning: .failed(.notSent))
         }
-        let timeout = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
-            self.finish(stream, .failed(.timeout))
-            self.http2.resetStream(stream, .cancel)
-            self.scheduleFlush()
-        }
-        exchanges[stream] = Exchange(promise: promise, timeout: timeout)
+        exchanges[stream] = Exchange(completion: completion, deadline: deadline)
+        armTimer(for: deadline)
     }
 
     /// Opens streams for waiting requests while the server allows.
@@ -218,8 +219,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         while http2.canOpenStream, let key = waitingOrder.first {
             waitingOrder.removeFirst()
             guard let request = waiting.removeValue(forKey: key) else { continue }
-            request.timeout?.cancel()
-            open(headers: request.headers, body: request.body, deadline: request.deadline, promise: request.promise)
+            open(headers: request.headers, body: request.body, deadline: request.deadline, completion: request.completion)
         }
         if http2.goAwayReceived != nil { failWaiting(.refused) }
         scheduleFlush()
@@ -229,16 +229,57 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         let requests = waiting
         waiting.removeAll()
         waitingOrder.removeAll()
-        for (_, request) in requests {
-            request.timeout?.cancel()
-            request.promise.succeed(.failed(failure))
-        }
+        for (_, request) in requests { request.completion.resume(returning: .failed(failure)) }
     }
 
     private func finish(_ stream: UInt32, _ result: APNSStreamResult) {
-        guard let exchange = exchanges.removeValue(forKey: stream) else { return }
-        exchange.timeout?.cancel()
-        exchange.promise.succeed(result)
+        exchanges.removeValue(forKey: stream)?.completion.resume(returning: result)
+    }
+
+    /// Arms the deadline timer for `deadline` unless it fires earlier already. Requests that end normally leave
+    /// the timer alone: when it fires it finds what really expired and re-arms for the earliest deadline left
+    /// (one scan per firing instead of a scheduled task per request).
+    private func armTimer(for deadline: NIODeadline) {
+        guard let context else { return }
+        if let current = timerDeadline, current <= deadline { return }
+        deadlineTimer?.cancel()
+        timerDeadline = deadline
+        deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            self.deadlinesPassed()
+        }
+    }
+
+    private func deadlinesPassed() {
+        deadlineTimer = nil
+        timerDeadline = nil
+        guard !closing else { return }
+        let now = NIODeadline.now()
+        var next: NIODeadline?
+        var expired: [UInt32] = []
+        for (stream, exchange) in exchanges {
+            if exchange.deadline <= now {
+                expired.append(stream)
+            } else {
+                next = min(next ?? exchange.deadline, exchange.deadline)
+            }
+        }
+        var expiredWaiting: [Int] = []
+        for (key, request) in waiting {
+            if request.deadline <= now {
+                expiredWaiting.append(key)
+            } else {
+                next = min(next ?? request.deadline, request.deadline)
+            }
+        }
+        for key in expiredWaiting {
+            waiting.removeValue(forKey: key)?.completion.resume(returning: .failed(.notSent))  // never sent: safe to retry
+        }
+        for stream in expired.sorted() {
+            finish(stream, .failed(.timeout))
+            http2.resetStream(stream, .cancel)
+        }
+        if let next { armTimer(for: next) }
+        scheduleFlush()
     }
 
     // MARK: HTTP2ConnectionDelegate
@@ -257,16 +298,27 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     }
 
     func http2Headers(_ headers: HPACKHeaders, stream: UInt32) {
-        guard exchanges[stream] != nil, exchanges[stream]?.status == nil else { return }  // trailers are ignored
-        guard let text = headers.first(name: ":status"), let status = Int(text), (100...599).contains(status) else {
+        guard let index = exchanges.index(forKey: stream), exchanges.values[index].status == nil else { return }  // trailers are ignored
+        var status: Int?
+        var apnsID: String?
+        var uniqueID: String?
+        for (name, value, _) in headers {
+            switch name {
+            case ":status": status = Int(value)
+            case "apns-id": apnsID = value
+            case "apns-unique-id": uniqueID = value
+            default: break
+            }
+        }
+        guard let status, (100...599).contains(status) else {
             finish(stream, .failed(.protocolError))
             http2.resetStream(stream, .protocolError)
             return
         }
         if status < 200 { return }  // informational
-        exchanges[stream]?.status = status
-        exchanges[stream]?.apnsID = headers.first(name: "apns-id")
-        exchanges[stream]?.uniqueID = headers.first(name: "apns-unique-id")
+        exchanges.values[index].status = status
+        exchanges.values[index].apnsID = apnsID
+        exchanges.values[index].uniqueID = uniqueID
     }
 
     func http2Data(_ data: ByteBuffer, stream: UInt32) {
@@ -345,6 +397,9 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     }
 
     private func cancelTimers() {
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
+        timerDeadline = nil
         pingTask?.cancel()
         pingTask = nil
         pongTimeoutTask?.cancel()
