@@ -28,7 +28,8 @@ extension APNsConnectionHandler {
         let now = core.clock.now()
         let delay = faults.latency?.sampleNanoseconds(using: &random) ?? 0
         let head = PushRequestHead(headers: headers)
-        let apnsID = RequestValidator.requestAPNsID(head) ?? RandomUUID.string(using: &random)
+        let requestID = RequestValidator.requestAPNsID(head)
+        let apnsID = requestID ?? RandomUUID.string(using: &random)
 
         func reject(_ reason: APNsReason, timestamp: Date? = nil) -> PushDecision {
             core.reject(reason.reason)
@@ -50,13 +51,13 @@ extension APNsConnectionHandler {
         var authorizationRecord: String?
         if case .token(let keyID) = authentication {
             isToken = true
-            authorizationRecord = "bearer <redacted kid=\(keyID)>"
+            authorizationRecord = redactedAuthorization(keyID: keyID)
         } else {
             isToken = false
         }
         let push: ValidatedPush
         switch RequestValidator.validate(
-            head, routed: routed, topicRequired: isToken, body: body, bodyLength: bodyLength
+            head, routed: routed, topicRequired: isToken, apnsIDIsValid: requestID != nil, body: body, bodyLength: bodyLength
         ) {
         case .failure(let reason): return reject(reason)
         case .success(let value): push = value

@@ -63,6 +63,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     var closing = false
     private var cachedAuthorization: String?
     private var cachedToken: ProviderToken?
+    /// `bearer <redacted kid=…>` for the last key id recorded on this connection.
+    private var redactedAuthorizationCache: (keyID: String, text: String)?
     private var firstKeyID: String?
     private var clientCertificatePresent: Bool?
     private var announcedMaxStreams: Int
@@ -207,6 +209,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         cachedAuthorization = authorization
         cachedToken = token
         return .success(.token(keyID: token.keyID))
+    }
+
+    /// What recorded pushes show instead of the token (the same string for every push of a key).
+    func redactedAuthorization(keyID: String) -> String {
+        if let cached = redactedAuthorizationCache, cached.keyID == keyID { return cached.text }
+        let text = "bearer <redacted kid=\(keyID)>"
+        redactedAuthorizationCache = (keyID, text)
+        return text
     }
 
     private var hasClientCertificate: Bool {

@@ -80,13 +80,14 @@ enum RequestValidator {
     static func route(_ head: PushRequestHead) -> Result<RoutedPush, APNsReason> {
         guard head.method == "POST" else { return .failure(.methodNotAllowed) }
         guard let path = head.path else { return .failure(.badPath) }
-        let prefix = "/3/device"
-        guard path.hasPrefix(prefix) else { return .failure(.badPath) }
-        let rest = path.dropFirst(prefix.count)
-        guard rest.isEmpty || rest.first == "/" else { return .failure(.badPath) }
+        let prefix = "/3/device".utf8
+        let utf8 = path.utf8
+        guard utf8.starts(with: prefix) else { return .failure(.badPath) }
+        let rest = utf8.dropFirst(prefix.count)
+        guard rest.isEmpty || rest.first == UInt8(ascii: "/") else { return .failure(.badPath) }
         let token = rest.dropFirst()
         guard !token.isEmpty else { return .failure(.missingDeviceToken) }
-        guard DeviceToken.isValid(token) else { return .failure(.badDeviceToken) }
+        guard DeviceToken.isValid(Substring(token)) else { return .failure(.badDeviceToken) }
         // A handful of headers: pairwise comparison is cheaper than hashing them into a set.
         let fields = head.fields
         for i in fields.indices {
@@ -94,14 +95,18 @@ enum RequestValidator {
                 return .failure(.duplicateHeaders)
             }
         }
-        return .success(RoutedPush(deviceToken: token.lowercased()))
+        let text = String(Substring(token))
+        let hasUppercase = token.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }
+        return .success(RoutedPush(deviceToken: hasUppercase ? text.lowercased() : text))
     }
 
-    /// Header values and payload. `topicRequired` is true with token authentication.
+    /// Header values and payload. `topicRequired` is true with token authentication; `apnsIDIsValid` is
+    /// whether the request's `apns-id` (if any) is a UUID (``requestAPNsID(_:)`` checked it already).
     static func validate(
         _ head: PushRequestHead,
         routed: RoutedPush,
         topicRequired: Bool,
+        apnsIDIsValid: Bool,
         body: ByteBuffer?,
         bodyLength: Int
     ) -> Result<ValidatedPush, APNsReason> {
@@ -127,7 +132,7 @@ enum RequestValidator {
         {
             return .failure(.badExpirationDate)
         }
-        if let id = head.apnsID, !isUUID(id) { return .failure(.badMessageId) }
+        if head.apnsID != nil, !apnsIDIsValid { return .failure(.badMessageId) }
         if let collapse = head.collapseID, collapse.utf8.count > 64 { return .failure(.badCollapseId) }
         if bodyLength == 0 { return .failure(.payloadEmpty) }
         let limit = pushType == "voip" ? voipPayloadLimit : payloadLimit

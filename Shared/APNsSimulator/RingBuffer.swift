@@ -14,6 +14,8 @@ struct RingBuffer<Element> {
     @discardableResult
     mutating func append(_ element: Element) -> Bool {
         if storage.count < capacity {
+            // Grow in one step up to 64k elements (no copies while filling); larger rings grow by doubling.
+            if storage.isEmpty { storage.reserveCapacity(min(capacity, 1 << 16)) }
             storage.append(element)
             return false
         }

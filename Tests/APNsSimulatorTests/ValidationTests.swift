@@ -114,6 +114,13 @@ struct ValidationTests {
                 #expect(push.headers["authorization"]?.contains(signer.jwt().prefix(20)) == false)
                 simulator.resetPushes()
                 #expect(simulator.pushes().isEmpty)
+                // Tokens are recorded lowercase, whatever case the path used.
+                let upper = try await client.send(
+                    path: "/3/device/" + TestSupport.token.uppercased(), headers: TestSupport.voipHeaders(jwt: signer.jwt()),
+                    body: TestSupport.payload
+                )
+                #expect(upper.status == 200)
+                #expect(simulator.pushes().first?.deviceToken == TestSupport.token.lowercased())
             }
         }
     }
