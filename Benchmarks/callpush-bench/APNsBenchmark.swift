@@ -195,7 +195,9 @@ extension APNsBenchmark {
     func runPeers() async -> [BenchmarkRow] {
         var rows: [BenchmarkRow] = []
         for clients in [1, 4] {
-            let load = SimulatorPeers.Load(requests: pushes, clients: clients, streamsPerClient: max(1, concurrency / clients), threads: 1)
+            let load = SimulatorPeers.Load(
+                requests: pushes, clients: clients, streamsPerClient: max(1, concurrency / clients), threads: 1,
+                warmUpRequests: min(pushes, 20_000))
             for (name, run) in [
                 ("h2load -> simulator", { try await SimulatorPeers.h2loadAgainstSimulator(load) }),
                 ("h2load -> nghttpd", { try await SimulatorPeers.h2loadAgainstNghttpd(load) }),

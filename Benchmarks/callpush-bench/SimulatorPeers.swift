@@ -55,6 +55,9 @@ enum SimulatorPeers {
         var clients = 4
         var streamsPerClient = 100
         var threads = 1
+        /// Requests of an unmeasured h2load run against the same server first (warm caches, heap and
+        /// connections' first JWT check), the same for every server.
+        var warmUpRequests = 0
     }
 
     static let deviceToken = String(repeating: "a1", count: 32)
@@ -95,10 +98,42 @@ enum SimulatorPeers {
 
     // MARK: (b) simulator
 
-    /// Starts a simulator (production environment, fault-free), runs `h2load` with VoIP requests and a valid JWT,
-    /// stops it.
+    /// The `apns-simulator` executable next to this benchmark (`swift build -c release` builds both), if any.
+    static var simulatorExecutable: String? {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let candidate = directory.appendingPathComponent("apns-simulator").path
+        return FileManager.default.isExecutableFile(atPath: candidate) ? candidate : nil
+    }
+
+    /// Starts a simulator (production environment, fault-free, a valid JWT), runs `h2load` with VoIP requests,
+    /// stops it. Like nghttpd, the simulator runs as its own process (the `apns-simulator` executable) when it
+    /// was built next to the benchmark, so the two servers are measured alike; otherwise in this process.
     static func h2loadAgainstSimulator(_ load: Load = Load()) async throws -> H2LoadFigures {
         let key = APNsSimulatorTestKey()
+        let directory = try temporaryDirectory("h2load-sim")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let headers = voipHeaders(jwt: try key.providerToken())
+        if let executable = simulatorExecutable {
+            let keyPath = "\(directory)/key.pem"
+            try key.privateKeyPEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+            let outputPath = "\(directory)/simulator.out"
+            _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = [
+                "--port", "0", "--no-admin", "--environment", "production", "--max-recorded", "10000",
+                "--token-key", "\(key.teamID):\(key.keyID):\(keyPath)", "--log-level", "warning",
+            ]
+            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            defer {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            let port = try await readyPort(outputPath: outputPath, process: process)
+            return try await h2load(port: port, headers: headers, load: load, directory: directory)
+        }
         var configuration = APNsSimulatorConfiguration()
         configuration.adminPort = nil
         configuration.environment = .production
@@ -109,17 +144,29 @@ enum SimulatorPeers {
         let simulator = APNsSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
         do {
-            let directory = try temporaryDirectory("h2load-sim")
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            let figures = try await h2load(
-                port: simulator.port, headers: voipHeaders(jwt: try key.providerToken()), load: load, directory: directory
-            )
+            let figures = try await h2load(port: simulator.port, headers: headers, load: load, directory: directory)
             await simulator.stop()
             return figures
         } catch {
             await simulator.stop()
             throw error
         }
+    }
+
+    /// The port in `apns-simulator ready: https://host:PORT …`.
+    static func readyPort(outputPath: String, process: Process) async throws -> Int {
+        for _ in 0..<1000 {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first(where: { $0.contains("ready: https://") }),
+                let url = line.split(separator: " ").first(where: { $0.hasPrefix("https://") }),
+                let port = url.split(separator: ":").last.flatMap({ Int($0.prefix { $0.isNumber }) })
+            {
+                return port
+            }
+            guard process.isRunning else { throw PeerError(description: "apns-simulator exited at start: \(text)") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw PeerError(description: "apns-simulator did not print its ready line within 10 s")
     }
 
     // MARK: (c) aioapns
@@ -178,6 +225,12 @@ enum SimulatorPeers {
 
     /// Runs h2load (POST of ``payload``) and parses its summary and per-request log.
     static func h2load(port: Int, headers: [String], load: Load, directory: String) async throws -> H2LoadFigures {
+        if load.warmUpRequests > 0 {
+            var warmUp = load
+            warmUp.requests = load.warmUpRequests
+            warmUp.warmUpRequests = 0
+            _ = try await h2load(port: port, headers: headers, load: warmUp, directory: directory)
+        }
         let bodyPath = "\(directory)/payload.json"
         let logPath = "\(directory)/h2load.log"
         try payload.write(toFile: bodyPath, atomically: true, encoding: .utf8)
