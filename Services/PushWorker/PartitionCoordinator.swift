@@ -152,26 +152,27 @@ public final class PartitionCoordinator: Sendable {
     ) -> Task<DeliveryResult, Never>? {
         state.withLock { state -> Task<DeliveryResult, Never>? in
             guard !state.revoked.contains(event.partition), isCurrent() else { return nil }
-            var partition = state.partitions[event.partition] ?? Partition()
-            guard partition.tracker.begin(event.offset) else { return nil }
-            partition.lastBegun = event.offset
-            let generation = partition.generation
+            // Mutated in place (`partitions[p]!.…`): a copy taken out and written back would copy the
+            // in-flight table (hundreds of entries) on every event.
+            if state.partitions[event.partition] == nil { state.partitions[event.partition] = Partition() }
+            guard state.partitions[event.partition]!.tracker.begin(event.offset) else { return nil }
+            state.partitions[event.partition]!.lastBegun = event.offset
+            let generation = state.partitions[event.partition]!.generation
             let task = Task {
                 let result = await work()
                 self.complete(event, result, generation: generation)
                 return result
             }
-            partition.inFlight[event.offset] = task
-            state.partitions[event.partition] = partition
+            state.partitions[event.partition]!.inFlight[event.offset] = task
             return task
         }
     }
 
     private func complete(_ event: InboundEvent, _ result: DeliveryResult, generation: Int) {
         state.withLock { state in
-            guard var partition = state.partitions[event.partition], partition.generation == generation else { return }
-            partition.inFlight[event.offset] = nil
-            if case .finished = result, let next = partition.tracker.finish(event.offset) {
+            guard state.partitions[event.partition]?.generation == generation else { return }
+            state.partitions[event.partition]!.inFlight[event.offset] = nil
+            if case .finished = result, let next = state.partitions[event.partition]!.tracker.finish(event.offset) {
                 do {
                     try state.storeOffset?(event.partition, next)
                 } catch {
@@ -180,7 +181,6 @@ public final class PartitionCoordinator: Sendable {
                     ])
                 }
             }
-            state.partitions[event.partition] = partition
         }
     }
 }
