@@ -72,7 +72,8 @@ import Testing
         let app = Application(router: fake.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                               onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port } }, logger: logger)
         try await withRunning([app], logger: logger) {
-            let deadline = ContinuousClock.now + .seconds(10)
+            // Generous: the whole suite runs in parallel on 2 cores.
+            let deadline = ContinuousClock.now + .seconds(60)
             while port.withLock({ $0 }) == nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             let bound = try #require(port.withLock { $0 }, "the fake dispatch started")
             try await body(fake, bound)

@@ -89,11 +89,11 @@ struct HTTP2RandomInputTests {
         return bytes
     }
 
-    @Test("30,000 random and mutated inputs, both roles: no trap, and a closed connection stays closed", arguments: [HTTP2Connection.Role.server, .client])
+    @Test("8,000 random and mutated inputs, both roles: no trap, and a closed connection stays closed", arguments: [HTTP2Connection.Role.server, .client])
     func randomInput(_ role: HTTP2Connection.Role) throws {
         var random = Seeded(state: role == .server ? 0x5eed : 0xc1e7)
         var closedByError = 0
-        for round in 0..<15_000 {
+        for round in 0..<4_000 {
             let delegate = Answering()
             let connection = HTTP2Connection(
                 role: role, allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, 4)],
@@ -128,6 +128,6 @@ struct HTTP2RandomInputTests {
             }
         }
         // The generator must reach the error paths, not only the happy one.
-        #expect(closedByError > 1_000)
+        #expect(closedByError > 250)
     }
 }
