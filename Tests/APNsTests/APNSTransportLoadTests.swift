@@ -72,6 +72,30 @@ extension APNsIntegration {
             }
         }
 
+        @Test func aStreamLimitLoweredBelowTheStreamsInFlightMakesRequestsWaitNotFail() async throws {
+            // The server lowers MAX_CONCURRENT_STREAMS from 1000 to 3 while 60 slow pushes are in flight: requests
+            // the pool already handed to the connection wait there for a free stream instead of being refused.
+            try await SimulatorFixture.run(
+                simulator: { $0.faults.latency = .fixed(milliseconds: 100) },
+                client: { $0.connectionsPerPool = 1 }
+            ) { fixture in
+                _ = await fixture.client.send(fixture.push(token: 9_999))  // connection up, limit 1000 learned
+                async let first = Self.sendAtOnce(fixture, count: 60)
+                try await Task.sleep(for: .milliseconds(30))
+                var faults = APNsSimulatorFaults()
+                faults.latency = .fixed(milliseconds: 100)
+                faults.maxConcurrentStreams = 3
+                fixture.simulator.setFaults(faults)
+                let outcomes = await first
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Self.summary(outcomes))")
+                let later = await Self.sendAtOnce(fixture, count: 12)
+                #expect(later.allSatisfy { $0.isSent }, "\(Self.summary(later))")
+                #expect(later.allSatisfy { $0.attempts == 1 })
+                #expect(fixture.simulator.stats().connectionsOpened == 1)
+                #expect(fixture.simulator.stats().accepted == 73)
+            }
+        }
+
         @Test func aPushThatWaitedForAStreamUntilItsDeadlineWasNotSent() async throws {
             // One stream per connection, held by a slow push: the second waits in the queue and expires there.
             try await SimulatorFixture.run(
