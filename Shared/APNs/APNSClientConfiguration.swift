@@ -10,6 +10,9 @@ public struct APNSClientConfiguration: Sendable {
     public var connectionsPerPool: Int = 2
     /// Upper bound on streams per connection even if the server allows more. Default 1000.
     public var maxStreamsPerConnection: Int = 1000
+    /// The first HTTP/2 stream id of each connection (tests start near the end of the 2^31 id space to see a
+    /// connection retire itself when it runs out of ids).
+    var firstStreamID: UInt32 = 1
     /// Requests that may wait for a free stream per pool before new ones fail with `queue-full`. Default 10,000.
     public var maxQueuedRequestsPerPool: Int = 10_000
     /// Default deadline of one push, queueing and transparent retries included. Default 5 s.

@@ -99,6 +99,8 @@ public final class HTTP2Connection {
     private(set) var streams: [UInt32: Flow] = [:]
     /// Server: the highest stream id the client opened. Client: the highest we opened.
     private(set) var highestStreamID: UInt32 = 0
+    /// Client: the id of the next stream we open.
+    private var nextStreamID: UInt32
 
     private var reader: HTTP2Wire.FrameReader
     private var writer: HTTP2Wire.FrameWriter
@@ -123,11 +125,13 @@ public final class HTTP2Connection {
     ///     INITIAL_WINDOW_SIZE is added from `streamWindow`.
     ///   - streamWindow: receive window per stream.
     ///   - connectionWindow: receive window of the connection (topped up when half is used).
+    ///   - firstStreamID: client: the id of its first stream (odd; tests start near the end of the id space).
     public init(
         role: Role, allocator: ByteBufferAllocator, settings: [(HTTP2Wire.Setting, Int)], streamWindow: Int,
-        connectionWindow: Int, maxHeaderListSize: Int
+        connectionWindow: Int, maxHeaderListSize: Int, firstStreamID: UInt32 = 1
     ) {
         self.role = role
+        self.nextStreamID = max(1, min(firstStreamID, Self.highestStreamID)) | 1
         self.localStreamWindow = streamWindow
         self.connectionWindowTarget = connectionWindow
         self.reader = HTTP2Wire.FrameReader(allocator: allocator)
@@ -165,10 +169,16 @@ public final class HTTP2Connection {
         unacknowledgedMaxStreams.reduce(acknowledgedMaxStreams) { max($0, $1 ?? 0) }
     }
 
-    /// Client: whether ``openStream(headers:body:)`` can open a stream now (the server's limit, GOAWAY, ids).
+    /// Client: whether ``openStream(headers:body:)`` can open a stream now (the server's limit, GOAWAY either
+    /// way, stream ids left).
     public var canOpenStream: Bool {
-        !wantsClose && goAwayReceived == nil && highestStreamID < Self.highestStreamID - 1
+        !wantsClose && goAwayReceived == nil && goAwaySent == nil && !streamIDsExhausted
             && streams.count < (peer.maxConcurrentStreams ?? .max)
+    }
+
+    /// Client: every stream id (2^31 − 1 at most) is used; the connection can only finish what it has and go.
+    public var streamIDsExhausted: Bool {
+        role == .client && nextStreamID > Self.highestStreamID
     }
 
     // MARK: Input
@@ -434,8 +444,9 @@ public final class HTTP2Connection {
     /// Client: opens a stream with a request; nil when ``canOpenStream`` is false.
     public func openStream(headers: [(name: String, value: String)], body: ByteBuffer?) -> UInt32? {
         guard role == .client, canOpenStream else { return nil }
-        let stream = highestStreamID == 0 ? 1 : highestStreamID + 2
+        let stream = nextStreamID
         highestStreamID = stream
+        nextStreamID = stream &+ 2  // beyond 2^31 − 1 when the last id is used: exhausted
         streams[stream] = Flow(sendWindow: peer.initialWindow, receiveWindow: localStreamWindow, remoteClosed: false)
         send(stream: stream, headers: headers, body: body)
         return stream

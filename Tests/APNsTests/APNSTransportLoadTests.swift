@@ -96,6 +96,27 @@ extension APNsIntegration {
             }
         }
 
+        @Test func aConnectionOutOfStreamIDsRetiresAndItsReplacementTakesOver() async throws {
+            // Each connection starts 8 ids before the end of HTTP/2's 2^31 id space: after 8 pushes it sends
+            // GOAWAY, finishes and closes, and the pool opens another. Every push is still sent, none lost.
+            try await SimulatorFixture.run(client: {
+                $0.connectionsPerPool = 1
+                $0.firstStreamID = 0x7fff_fff1
+            }) { fixture in
+                var outcomes: [APNSOutcome] = []
+                for wave in 0..<6 {
+                    outcomes += await withTaskGroup(of: APNSOutcome.self) { group in
+                        for n in 0..<5 { group.addTask { await fixture.client.send(fixture.push(token: wave * 5 + n)) } }
+                        return await group.reduce(into: []) { $0.append($1) }
+                    }
+                }
+                #expect(outcomes.count == 30)
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Self.summary(outcomes))")
+                #expect(fixture.simulator.stats().connectionsOpened >= 4)
+                #expect(fixture.simulator.stats().accepted == 30)
+            }
+        }
+
         @Test func aPushThatWaitedForAStreamUntilItsDeadlineWasNotSent() async throws {
             // One stream per connection, held by a slow push: the second waits in the queue and expires there.
             try await SimulatorFixture.run(

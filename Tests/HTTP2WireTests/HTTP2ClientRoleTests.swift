@@ -146,6 +146,33 @@ struct HTTP2ClientRoleTests {
         #expect(server.client.wantsClose)
     }
 
+    @Test("a client runs out of stream ids at 2^31 − 1: no more streams, and a GOAWAY closes it once the last is answered")
+    func streamIDExhaustion() throws {
+        let client = HTTP2Connection(
+            role: .client, allocator: ByteBufferAllocator(), settings: [], streamWindow: HTTP2Wire.defaultWindow,
+            connectionWindow: HTTP2Wire.defaultWindow, maxHeaderListSize: 16_384, firstStreamID: 0x7fff_fffb
+        )
+        let recorder = Recorder()
+        client.delegate = recorder
+        client.receive(ByteBuffer(bytes: Bytes.frame(type: 0x4, flags: 0, stream: 0, payload: [])))
+        #expect(client.openStream(headers: Server.request, body: nil) == 0x7fff_fffb)
+        #expect(client.openStream(headers: Server.request, body: nil) == 0x7fff_fffd)
+        #expect(!client.streamIDsExhausted)
+        #expect(client.openStream(headers: Server.request, body: nil) == 0x7fff_ffff)
+        #expect(client.streamIDsExhausted && !client.canOpenStream)
+        #expect(client.openStream(headers: Server.request, body: nil) == nil)
+        client.goAway()
+        #expect(!client.wantsClose)
+        for stream: UInt32 in [0x7fff_fffb, 0x7fff_fffd, 0x7fff_ffff] {
+            var block = ByteBuffer()
+            var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+            try encoder.encode(headers: HPACKHeaders([(":status", "200")]), to: &block)
+            client.receive(ByteBuffer(bytes: Bytes.frame(type: 0x1, flags: 0x5, stream: stream, payload: Array(block.readableBytesView))))
+        }
+        #expect(recorder.ended.values.allSatisfy { $0 == .completed } && recorder.ended.count == 3)
+        #expect(client.wantsClose)
+    }
+
     @Test("the server's MAX_CONCURRENT_STREAMS limits open streams; a completed stream frees a slot")
     func streamLimit() throws {
         let server = Server()

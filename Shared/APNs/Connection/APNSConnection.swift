@@ -58,7 +58,7 @@ final class APNSConnection: Sendable {
                     try sync.addHandler(NIOSSLClientHandler(context: tlsContext, serverHostname: sniHost))
                     try sync.addHandler(
                         APNSConnectionHandler(
-                            id: id, maxStreamsCap: configuration.maxStreamsPerConnection,
+                            id: id, maxStreamsCap: configuration.maxStreamsPerConnection, firstStreamID: configuration.firstStreamID,
                             pingInterval: .nanoseconds(configuration.pingInterval.nanoseconds),
                             pingTimeout: .nanoseconds(configuration.pingTimeout.nanoseconds),
                             delegate: delegate, ready: ready))

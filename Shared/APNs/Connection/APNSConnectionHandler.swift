@@ -102,8 +102,8 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     private var closed = false
 
     init(
-        id: Int, maxStreamsCap: Int, pingInterval: TimeAmount, pingTimeout: TimeAmount, delegate: any APNSConnectionDelegate,
-        ready: EventLoopPromise<Ready>
+        id: Int, maxStreamsCap: Int, firstStreamID: UInt32 = 1, pingInterval: TimeAmount, pingTimeout: TimeAmount,
+        delegate: any APNSConnectionDelegate, ready: EventLoopPromise<Ready>
     ) {
         self.id = id
         self.maxStreamsCap = maxStreamsCap
@@ -114,7 +114,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         self.http2 = HTTP2Connection(
             role: .client, allocator: ByteBufferAllocator(), settings: [(.enablePush, 0), (.maxConcurrentStreams, 100)],
             streamWindow: HTTP2Wire.defaultWindow, connectionWindow: Self.connectionWindow,
-            maxHeaderListSize: HPACKDecoder.defaultMaxHeaderListSize
+            maxHeaderListSize: HPACKDecoder.defaultMaxHeaderListSize, firstStreamID: firstStreamID
         )
         self.http2.delegate = self
     }
@@ -192,7 +192,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     /// Sends one request (on the event loop). `completion` is resumed exactly once, with a response or a failure.
     func submit(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
         guard !closing, context != nil else { return completion.resume(returning: .failed(.notSent)) }
-        if http2.goAwayReceived != nil { return completion.resume(returning: .failed(.refused)) }
+        if http2.goAwayReceived != nil || http2.goAwaySent != nil { return completion.resume(returning: .failed(.refused)) }
         if waitingOrder.isEmpty, http2.canOpenStream {
             open(headers: headers, body: body, deadline: deadline, completion: completion)
             scheduleFlush()
@@ -212,6 +212,17 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         }
         exchanges[stream] = Exchange(completion: completion, deadline: deadline)
         armTimer(for: deadline)
+        if http2.streamIDsExhausted { retire() }
+    }
+
+    /// The last stream id is used (after 2^30 requests): GOAWAY, finish the streams in flight, close. The pool
+    /// replaces the connection; requests waiting here go back to it as refused (never sent).
+    private func retire() {
+        guard http2.goAwaySent == nil else { return }
+        http2.goAway(code: .noError, debugData: Array(#"{"reason":"stream ids exhausted"}"#.utf8))
+        delegate?.connectionGoAway(id: id, lastStreamID: 0, errorCode: .noError, reason: "stream ids exhausted")
+        failWaiting(.refused)
+        scheduleFlush()
     }
 
     /// Opens streams for waiting requests while the server allows.
@@ -221,7 +232,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
             guard let request = waiting.removeValue(forKey: key) else { continue }
             open(headers: request.headers, body: request.body, deadline: request.deadline, completion: request.completion)
         }
-        if http2.goAwayReceived != nil { failWaiting(.refused) }
+        if http2.goAwayReceived != nil || http2.goAwaySent != nil { failWaiting(.refused) }
         scheduleFlush()
     }
 
