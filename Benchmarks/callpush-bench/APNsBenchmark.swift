@@ -22,6 +22,7 @@ struct APNsBenchmark: AsyncParsableCommand {
     @Option(help: "Instead of the benchmark: send this many pushes at once (per connection count) and print the outcomes.")
     var burst: Int?
     @Option(help: "Deadline of each push in milliseconds.") var requestTimeoutMs = 30_000
+    @Option(help: "Threads of the servers h2load drives (nghttpd -n, apns-simulator --threads).") var serverThreads = 1
 
     static let teamID = "BENCHTEAM1"
     static let keyID = "BENCHKEY01"
@@ -197,7 +198,7 @@ extension APNsBenchmark {
         for clients in [1, 4] {
             let load = SimulatorPeers.Load(
                 requests: pushes, clients: clients, streamsPerClient: max(1, concurrency / clients), threads: 1,
-                warmUpRequests: min(pushes, 20_000))
+                warmUpRequests: min(pushes, 20_000), serverThreads: serverThreads)
             for (name, run) in [
                 ("h2load -> simulator", { try await SimulatorPeers.h2loadAgainstSimulator(load) }),
                 ("h2load -> nghttpd", { try await SimulatorPeers.h2loadAgainstNghttpd(load) }),

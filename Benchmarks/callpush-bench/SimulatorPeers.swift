@@ -58,6 +58,9 @@ enum SimulatorPeers {
         /// Requests of an unmeasured h2load run against the same server first (warm caches, heap and
         /// connections' first JWT check), the same for every server.
         var warmUpRequests = 0
+        /// Threads of the server under load: nghttpd's `-n` and the simulator executable's `--threads`
+        /// (1 = both serve from one thread, nghttpd's default; the other core is h2load's).
+        var serverThreads = 1
     }
 
     static let deviceToken = String(repeating: "a1", count: 32)
@@ -83,7 +86,9 @@ enum SimulatorPeers {
         let port = try freePort()
         let server = Process()
         server.executableURL = URL(fileURLWithPath: try which("nghttpd"))
-        server.arguments = ["-d", "\(directory)/root", String(port), "\(directory)/key.pem", "\(directory)/cert.pem"]
+        server.arguments = [
+            "-n", String(load.serverThreads), "-d", "\(directory)/root", String(port), "\(directory)/key.pem", "\(directory)/cert.pem",
+        ]
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
@@ -122,7 +127,7 @@ enum SimulatorPeers {
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = [
                 "--port", "0", "--no-admin", "--environment", "production", "--max-recorded", "10000",
-                "--token-key", "\(key.teamID):\(key.keyID):\(keyPath)", "--log-level", "warning",
+                "--token-key", "\(key.teamID):\(key.keyID):\(keyPath)", "--log-level", "warning", "--threads", String(load.serverThreads),
             ]
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
             process.standardError = FileHandle.nullDevice

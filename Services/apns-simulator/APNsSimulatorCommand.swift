@@ -2,6 +2,7 @@ import APNsSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import NIOPosix
 import ServiceLifecycle
 
 /// `apns-simulator`: runs the APNs simulator until SIGTERM / SIGINT.
@@ -28,7 +29,9 @@ struct APNsSimulatorCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "apns-simulator")
-        let simulator = APNsSimulator(configuration: try options.makeConfiguration(), logger: logger)
+        // NIO's shared group has a thread per core; --threads N gives the simulator a group of its own.
+        let eventLoops: MultiThreadedEventLoopGroup? = options.threads > 0 ? MultiThreadedEventLoopGroup(numberOfThreads: options.threads) : nil
+        let simulator = APNsSimulator(configuration: try options.makeConfiguration(), logger: logger, eventLoopGroup: eventLoops)
         if let path = options.writeCA {
             try simulator.writeCACertificate(to: path)
         }

@@ -77,6 +77,9 @@ struct SimulatorOptions: ParsableArguments {
     @Option(name: .customLong("no-response-token"), help: "Fault: never answer pushes to this token. Repeatable.")
     var noResponseTokens: [String] = []
 
+    @Option(help: "Event-loop threads serving connections (0 = one per core). Like nghttpd's -n; 1 leaves the other cores to a load generator on the same machine.")
+    var threads: Int = 0
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevelName: String = "info"
 
@@ -97,6 +100,7 @@ struct SimulatorOptions: ParsableArguments {
         guard (cert == nil) == (key == nil) else { throw ValidationError("--cert and --key go together") }
         guard maxConcurrentStreams >= 1 else { throw ValidationError("--max-concurrent-streams must be >= 1") }
         guard maxRecorded >= 1 else { throw ValidationError("--max-recorded must be >= 1") }
+        guard (0...1024).contains(threads) else { throw ValidationError("--threads must be in 0...1024 (0 = one per core)") }
         if requireClientCertificate && clientCA == nil {
             throw ValidationError("--require-client-certificate needs --client-ca")
         }
