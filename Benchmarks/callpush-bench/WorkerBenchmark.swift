@@ -41,7 +41,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
                                     apps: ["bench": APNSApp(bundleID: "com.example.bench", credentials: .token(signingKey))], logger: logger)
 
         print("callpush-bench worker: \(events) events per saturation run, \(ProcessInfo.processInfo.activeProcessorCount) cores")
-        let bare = await bareClientRate(client: client, total: events)
+        let simulatorAccepted = { simulator.stats().accepted }
+        let bare = try await bareClientRate(client: client, total: events, simulatorAccepted: simulatorAccepted)
         print(String(format: "bare APNs client (2 connections, 500 in flight): %.0f pushes/s", bare))
         print("workers  mode                 events   events/s   p50 ms   p99 ms")
         for count in workers {
@@ -53,6 +54,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
             print(String(format: "         ratio end-to-end/bare = %.2f (target ≥ 0.5); fixed-rate p99/p50 = %.1f (target ≤ 3)",
                          saturation.rate / bare, (fixed.p99 ?? 0) / max(fixed.p50 ?? 1, 0.001)))
         }
+        let stats = simulator.stats()
+        if !stats.rejected.isEmpty { print("simulator rejected: \(stats.rejected)") }
         await client.shutdown()
         await simulator.stop()
     }
@@ -238,10 +241,20 @@ struct WorkerBenchmark: AsyncParsableCommand {
         func get(_ id: String) -> ContinuousClock.Instant? { map.withLock { $0[id] } }
     }
 
-    /// Pushes/s of the APNs client alone against the same simulator.
-    func bareClientRate(client: APNSClient, total: Int) async -> Double {
-        let push = APNSVoIPPush(app: "bench", deviceToken: String(repeating: "ab", count: 32), environment: .sandbox,
-                                payload: Array(String(repeating: "x", count: 300).utf8).map { $0 }, expiration: .immediately)
+    /// Pushes/s of the APNs client alone against the same simulator, with the push a worker sends for one
+    /// of the benchmark's rings (the same VoIP payload, accepted and recorded by the simulator).
+    func bareClientRate(client: APNSClient, total: Int, simulatorAccepted: () -> Int) async throws -> Double {
+        let now = Date()
+        let token = String(repeating: "ab", count: 32)
+        let ring = RingRequest(callId: CallID.make(), app: "bench", device: Device(token: token, environment: .sandbox),
+                               caller: Caller(handle: "driver-1234", displayName: "Driver Tanaka"),
+                               requestedAt: now, ringDeadline: now.addingTimeInterval(120), attributes: ["rideId": "R-829"])
+        let deviceKey = DeviceKey.make(token: token)
+        let ackToken = try AckTokenSigner(secret: Array(repeating: 1, count: 32)).token(callId: ring.callId, deviceKey: deviceKey)
+        let payload = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
+        let push = APNSVoIPPush(app: "bench", deviceToken: token, environment: .sandbox, payload: payload,
+                                expiration: .at(ring.ringDeadline))
+        let accepted = simulatorAccepted()
         let next = SharedCounter()
         let started = ContinuousClock.now
         await withTaskGroup(of: Void.self) { group in
@@ -255,6 +268,10 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 }
             }
         }
-        return Double(total) / (ContinuousClock.now - started).seconds
+        let seconds = (ContinuousClock.now - started).seconds
+        // A reference made of refused pushes would be no reference: every push must have been accepted.
+        let refused = total - (simulatorAccepted() - accepted)
+        if refused > 0 { throw SimulatorPeers.PeerError(description: "bare client: the simulator did not accept \(refused) of \(total) pushes") }
+        return Double(total) / seconds
     }
 }

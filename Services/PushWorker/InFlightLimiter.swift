@@ -23,10 +23,18 @@ public final class InFlightLimiter: Sendable {
     /// Takes a slot, waiting for one if necessary. Returns false, without a slot, when the
     /// waiting task is cancelled.
     public func acquire() async -> Bool {
-        let id = state.withLock { state -> UInt64 in
+        if Task.isCancelled { return false }
+        // Fast path: a free slot is taken without suspending (a continuation would re-enqueue the
+        // consume loop on the executor once per event even when nothing has to wait).
+        let taken = state.withLock { state -> UInt64? in
+            if state.available > 0, state.waiters.isEmpty {
+                state.available -= 1
+                return nil
+            }
             state.nextID += 1
             return state.nextID
         }
+        guard let id = taken else { return true }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let granted = state.withLock { state -> Bool? in

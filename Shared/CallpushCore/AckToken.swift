@@ -8,16 +8,22 @@ public struct AckTokenSigner: Sendable {
     /// Raw secret bytes (swift-crypto's `SymmetricKey` is not `Sendable`; a key is made per use).
     private let secret: [UInt8]
     private var key: SymmetricKey { SymmetricKey(data: secret) }
+    /// An HMAC already keyed with the secret (its inner and outer pads hashed once), copied for each token
+    /// instead of keying a new one per push. A value type whose digest state is copied on write, so copies
+    /// made on different threads never share mutable state (swift-crypto does not mark it `Sendable`).
+    nonisolated(unsafe) private let keyed: HMAC<SHA256>
 
     /// The secret must be at least 32 bytes (read it from a file or the environment, never a flag).
     public init(secret: [UInt8]) throws(AckTokenError) {
         guard secret.count >= 32 else { throw AckTokenError.secretTooShort(secret.count) }
         self.secret = secret
+        self.keyed = HMAC<SHA256>(key: SymmetricKey(data: secret))
     }
 
     public func token(callId: String, deviceKey: String) -> String {
-        let mac = HMAC<SHA256>.authenticationCode(for: message(callId, deviceKey), using: key)
-        return Base64URL.encode(Array(mac))
+        var hmac = keyed
+        hmac.update(data: message(callId, deviceKey))
+        return Base64URL.encode(Array(hmac.finalize()))
     }
 
     /// Constant-time check of a presented token.

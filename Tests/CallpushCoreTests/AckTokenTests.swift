@@ -27,6 +27,22 @@ import CallpushCore
         #expect(!signer.verify(String(token.dropLast()), callId: "c", deviceKey: "k"), "a truncated token")
     }
 
+    @Test func tokensMadeConcurrentlyFromOneSignerAreEachRight() async {
+        // The signer copies one keyed HMAC per token; copies on many threads must not share digest state.
+        let ids = (0..<2_000).map { "call-\($0)" }
+        let signer = self.signer
+        let tokens = await withTaskGroup(of: (Int, String).self) { group in
+            for (index, id) in ids.enumerated() {
+                group.addTask { (index, signer.token(callId: id, deviceKey: "k\(index % 7)")) }
+            }
+            return await group.reduce(into: [Int: String]()) { $0[$1.0] = $1.1 }
+        }
+        for (index, id) in ids.enumerated() {
+            #expect(tokens[index] == signer.token(callId: id, deviceKey: "k\(index % 7)"))
+            #expect(signer.verify(tokens[index] ?? "", callId: id, deviceKey: "k\(index % 7)"))
+        }
+    }
+
     @Test func shortSecretsAreRefused() {
         #expect(throws: AckTokenError.secretTooShort(31)) { try AckTokenSigner(secret: Array(repeating: 1, count: 31)) }
     }
