@@ -172,6 +172,15 @@ struct WorkerBenchmark: AsyncParsableCommand {
         _ = await running.result
         await cluster.shutdown()
         let latencies = sentLatencies.withLock { $0 }
+        if Self.breakdown, offeredRate == nil {
+            // Saturation: when the pushes reached the simulator vs when their statuses were read, so a
+            // measuring side that falls behind the worker shows.
+            let received = simulator.pushes().map { (clockAtStart + .seconds($0.receivedAt.timeIntervalSince(wallAtStart)) - started).seconds }
+            if let last = received.max(), let first = received.min() {
+                print(String(format: "         saturation: pushes at the simulator %.3f–%.3f s after the first produce (%.0f/s); last status read at %.3f s",
+                             first, last, Double(received.count) / max(last - first, 0.001), elapsed))
+            }
+        }
         if Self.breakdown, offeredRate != nil {
             var toPush: [Double] = []
             var pushToStatus: [Double] = []
