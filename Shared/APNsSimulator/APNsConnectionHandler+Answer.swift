@@ -81,12 +81,12 @@ extension APNsConnectionHandler {
 
         let uniqueID = core.environment == .sandbox ? RandomUUID.string(using: &random) : nil
         var recordHeaders = push.recordHeaders
-        if let authorizationRecord { recordHeaders["authorization"] = authorizationRecord }
-        let record = RecordedPush(
-            deviceToken: push.deviceToken, headers: recordHeaders, payload: push.payload, receivedAt: now,
+        if let authorizationRecord { recordHeaders.append(("authorization", authorizationRecord)) }
+        let record = StoredPush(
+            deviceToken: push.deviceToken, headerFields: recordHeaders, payload: push.payload, receivedAt: now,
             apnsID: apnsID, uniqueID: uniqueID, connectionID: id, streamID: streamID
         )
-        core.state.withLock { $0.record(record) }
+        pendingRecords.append(record)  // into the shared record before the answer is written (`flushOutput`)
         if isToken && core.rampUpConcurrentStreams { authenticatedRequestSucceeded() }
         return .respond(PushAnswer(status: 200, apnsID: apnsID, uniqueID: uniqueID), delayNanoseconds: delay)
     }

@@ -24,6 +24,7 @@ extension APNsConnectionHandler: HTTP2ConnectionDelegate {
     /// Writes what the framing produced; closes the connection once it is written if the framing is done
     /// (GOAWAY with no stream left, or a protocol error).
     func flushOutput() {
+        commitRecords()
         guard let context, !closing else { return }
         let output = framing.takeOutput()
         let close = framing.wantsClose
@@ -52,7 +53,7 @@ extension APNsConnectionHandler: HTTP2ConnectionDelegate {
     // MARK: HTTP2ConnectionDelegate
 
     func http2StreamOpened(_ stream: UInt32, headers: HPACKHeaders) -> HTTP2Admission {
-        let admission = streamOpened(stream, faults: core.faults)
+        let admission = streamOpened(stream, faults: currentFaults())
         if case .accept = admission { streams[stream]?.headers = headers }
         return admission
     }

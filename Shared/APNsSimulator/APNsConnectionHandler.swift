@@ -69,6 +69,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var clientCertificatePresent: Bool?
     private var announcedMaxStreams: Int
     private var rampedUp: Bool
+    /// The faults as of `faultsVersion` (re-read from the shared state only after a change).
+    private var cachedFaults: (version: Int, faults: APNsSimulatorFaults)?
+    /// Accepted pushes not yet in the shared record: added under its lock once per read burst, before the answers
+    /// are written (a client that got its 200 finds its push recorded), instead of once per push.
+    var pendingRecords: [StoredPush] = []
 
     init(id: Int, core: SimulatorCore, initialMaxStreams: Int, rampedUp: Bool) {
         self.id = id
@@ -93,10 +98,30 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        commitRecords()
         self.context = nil
     }
 
+    /// The faults in force (the version is read first: a change racing with this read is seen next time).
+    func currentFaults() -> APNsSimulatorFaults {
+        let version = core.faultsVersion.load(ordering: .acquiring)
+        if let cachedFaults, cachedFaults.version == version { return cachedFaults.faults }
+        let faults = core.faults
+        cachedFaults = (version, faults)
+        return faults
+    }
+
+    /// Moves the pending accepted pushes into the shared record.
+    func commitRecords() {
+        guard !pendingRecords.isEmpty else { return }
+        core.state.withLock { state in
+            for record in pendingRecords { state.record(record) }
+        }
+        pendingRecords.removeAll(keepingCapacity: true)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
+        commitRecords()
         closing = true
         streams.removeAll()
         core.state.withLock { $0.closeConnection(id) }
@@ -167,7 +192,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     func authenticatedRequestSucceeded() {
         guard !rampedUp else { return }
         rampedUp = true
-        let limit = core.maxConcurrentStreams(core.faults)
+        let limit = core.maxConcurrentStreams(currentFaults())
         announcedMaxStreams = 0
         announceMaxConcurrentStreams(limit)
     }

@@ -83,7 +83,7 @@ public final class APNsSimulator: Service, Sendable {
 
     /// Accepted pushes, oldest first (at most ``APNsSimulatorConfiguration/maxRecordedPushes``).
     public func pushes() -> [RecordedPush] {
-        core.state.withLock { $0.pushes.elements }
+        core.state.withLock { $0.pushes.elements }.map(\.recorded)
     }
 
     /// Forgets the recorded pushes.

@@ -69,7 +69,7 @@ struct AdminAPI: Sendable {
             }
             pushes.removeAll { $0.receivedAt < date }
         }
-        return encode(pushes)
+        return encode(pushes.map(\.recorded))
     }
 
     private func encode(_ value: some Encodable) -> Response {

@@ -36,6 +36,27 @@ public struct RecordedPush: Sendable, Codable, Equatable {
     }
 }
 
+/// A recorded push as kept in the ring: its headers as the list they arrived in. The dictionary of
+/// ``RecordedPush/headers`` is made only when pushes are queried, not for every accepted push (hashing six
+/// header names per push was a visible share of the simulator's time under load).
+struct StoredPush: Sendable {
+    var deviceToken: String
+    var headerFields: [(name: String, value: String)]
+    var payload: String
+    var receivedAt: Date
+    var apnsID: String
+    var uniqueID: String?
+    var connectionID: Int
+    var streamID: Int
+
+    var recorded: RecordedPush {
+        RecordedPush(
+            deviceToken: deviceToken, headers: Dictionary(headerFields, uniquingKeysWith: { _, last in last }), payload: payload,
+            receivedAt: receivedAt, apnsID: apnsID, uniqueID: uniqueID, connectionID: connectionID, streamID: streamID
+        )
+    }
+}
+
 /// Counters of a running simulator (`GET /admin/stats`).
 public struct APNsSimulatorStats: Sendable, Codable, Equatable {
     /// Pushes answered 200.

@@ -53,7 +53,8 @@ struct RoutedPush: Sendable {
 /// A push that passed every check.
 struct ValidatedPush: Sendable {
     var deviceToken: String
-    var recordHeaders: [String: String]
+    /// The headers a record keeps (`apns-*`, `content-type`), in arrival order; names are unique (duplicates were refused).
+    var recordHeaders: [(name: String, value: String)]
     var payload: String
 }
 
@@ -142,10 +143,10 @@ enum RequestValidator {
             JSONSyntax.isObject(bytes) ? String(validating: bytes, as: UTF8.self) : nil
         }) else { return .failure(.payloadEmpty) }
 
-        var record: [String: String] = [:]
-        record.reserveCapacity(head.fields.count)
+        var record: [(name: String, value: String)] = []
+        record.reserveCapacity(head.fields.count + 1)
         for field in head.fields where field.name.hasPrefix("apns-") || field.name == "content-type" {
-            record[field.name] = field.value
+            record.append((field.name, field.value))
         }
         return .success(ValidatedPush(deviceToken: routed.deviceToken, recordHeaders: record, payload: payload))
     }

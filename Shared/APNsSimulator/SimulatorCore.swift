@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import Locking
+import Synchronization
 
 /// A registered connection, so faults and shutdown can reach it from any thread.
 struct ConnectionHandle: Sendable {
@@ -20,6 +21,8 @@ final class SimulatorCore: Sendable {
     let baseMaxConcurrentStreams: Int
     let rampUpConcurrentStreams: Bool
     let logger: Logger
+    /// Bumped after every change of the faults, so connections re-read them only then (not under the lock per push).
+    let faultsVersion = Atomic<Int>(0)
 
     init(configuration: APNsSimulatorConfiguration, logger: Logger) {
         self.state = Locked(
@@ -52,6 +55,7 @@ final class SimulatorCore: Sendable {
             state.faults = normalized
             return (limitChanged, responsivenessChanged, Array(state.connections.values))
         }
+        faultsVersion.add(1, ordering: .releasing)
         if responsivenessChanged {
             for handle in handles {
                 handle.channel.setOption(ChannelOptions.autoRead, value: !normalized.unresponsive).whenComplete { _ in

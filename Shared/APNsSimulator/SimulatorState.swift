@@ -11,7 +11,7 @@ struct SimulatorState {
     }
 
     var faults: APNsSimulatorFaults
-    var pushes: RingBuffer<RecordedPush>
+    var pushes: RingBuffer<StoredPush>
     var stats = APNsSimulatorStats()
     var keyTokens: [String: KeyTokenState] = [:]
     var nextConnectionID = 1
@@ -42,7 +42,7 @@ struct SimulatorState {
         return nil
     }
 
-    mutating func record(_ push: RecordedPush) {
+    mutating func record(_ push: StoredPush) {
         stats.accepted += 1
         if pushes.append(push) { stats.recordsDropped += 1 }
     }

@@ -104,7 +104,7 @@ public final class HTTP2Connection {
 
     private var reader: HTTP2Wire.FrameReader
     private var writer: HTTP2Wire.FrameWriter
-    private var decoder: HPACKDecoder
+    private var decoder: HPACKBlockDecoder
     private var peer = HTTP2Wire.PeerSettings()
     private let localStreamWindow: Int
     private let connectionWindowTarget: Int
@@ -137,9 +137,7 @@ public final class HTTP2Connection {
         self.reader = HTTP2Wire.FrameReader(allocator: allocator)
         self.writer = HTTP2Wire.FrameWriter(allocator: allocator)
         // The announced header list size is advisory (RFC 9113 §6.5.2): refuse only far larger lists.
-        self.decoder = HPACKDecoder(
-            allocator: allocator, maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize, maxHeaderListSize: maxHeaderListSize * 2
-        )
+        self.decoder = HPACKBlockDecoder(maxTableSize: HTTP2Wire.defaultHeaderTableSize, maxHeaderListSize: maxHeaderListSize * 2)
         self.prefaceReceived = role == .client
         if role == .client { writer.raw(HTTP2Wire.clientPreface) }
         var all = settings
@@ -265,10 +263,9 @@ public final class HTTP2Connection {
 
     private func headerBlockComplete(stream: UInt32, endStream: Bool, block: ByteBuffer) throws(HTTP2Wire.ConnectionError) {
         // Decode first, whatever happens to the stream: the HPACK state is the connection's.
-        var block = block
         let headers: HPACKHeaders
         do {
-            headers = try decoder.decodeHeaders(from: &block)
+            headers = try decoder.decode(block)
         } catch {
             throw HTTP2Wire.ConnectionError(.compressionError, "HPACK: \(error)")
         }

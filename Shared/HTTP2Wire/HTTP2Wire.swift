@@ -12,6 +12,8 @@ public enum HTTP2Wire {
     public static let defaultWindow = 65_535
     public static let maximumWindow = Int(Int32.max)
     public static let defaultMaxFrameSize = 16_384
+    /// SETTINGS_HEADER_TABLE_SIZE's default (RFC 9113 §6.5.2): the HPACK table the peer may use; never changed here.
+    public static let defaultHeaderTableSize = 4_096
     public static let frameHeaderLength = 9
 
     /// Error codes (RFC 9113 §7).
