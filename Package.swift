@@ -260,7 +260,7 @@ let package = Package(
         .testTarget(
             name: "HTTP2WireTests",
             dependencies: [
-                "HTTP2Wire",
+                "HTTP2Wire", "CallpushTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ],

@@ -1,3 +1,4 @@
+import CallpushTestSupport
 import HTTP2Wire
 import NIOCore
 import NIOHPACK
@@ -8,18 +9,6 @@ import Testing
 /// in both roles, cut into random read sizes. Seeded, so a failure reproduces.
 @Suite("HTTP/2 connection under random input")
 struct HTTP2RandomInputTests {
-    /// SplitMix64: reproducible.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9e37_79b9_7f4a_7c15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            return z ^ (z >> 31)
-        }
-    }
-
     final class Answering: HTTP2ConnectionDelegate {
         weak var connection: HTTP2Connection?
         var closedStreams = 0
@@ -34,7 +23,7 @@ struct HTTP2RandomInputTests {
     }
 
     /// A plausible byte stream from a peer: frames of every type with mostly valid, sometimes odd fields.
-    static func plausibleFrames(role: HTTP2Connection.Role, using random: inout Seeded) -> [UInt8] {
+    static func plausibleFrames(role: HTTP2Connection.Role, using random: inout SplitMix) -> [UInt8] {
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         var bytes = role == .server ? HTTP2Wire.clientPreface : []
         bytes += HTTP2ServerRoleTests.Peer.frame(type: 0x4, flags: 0, stream: 0, payload: HTTP2ServerRoleTests.Peer.settingsPayload([(0x4, 100), (0x1, 0)]))
@@ -75,7 +64,7 @@ struct HTTP2RandomInputTests {
         return bytes
     }
 
-    static func mutate(_ bytes: [UInt8], using random: inout Seeded) -> [UInt8] {
+    static func mutate(_ bytes: [UInt8], using random: inout SplitMix) -> [UInt8] {
         var bytes = bytes
         for _ in 0..<Int.random(in: 0...4, using: &random) where !bytes.isEmpty {
             let index = Int.random(in: 0..<bytes.count, using: &random)
@@ -91,7 +80,7 @@ struct HTTP2RandomInputTests {
 
     @Test("8,000 random and mutated inputs, both roles: no trap, and a closed connection stays closed", arguments: [HTTP2Connection.Role.server, .client])
     func randomInput(_ role: HTTP2Connection.Role) throws {
-        var random = Seeded(state: role == .server ? 0x5eed : 0xc1e7)
+        var random = SplitMix(state: role == .server ? 0x5eed : 0xc1e7)
         var closedByError = 0
         for round in 0..<4_000 {
             let delegate = Answering()

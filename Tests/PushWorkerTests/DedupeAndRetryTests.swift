@@ -1,4 +1,5 @@
 import Foundation
+import CallpushTestSupport
 import Testing
 @testable import PushWorker
 
@@ -36,17 +37,6 @@ import Testing
     }
 }
 
-/// A deterministic generator for jitter tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct Retries {
     let now = Date(timeIntervalSince1970: 1_795_262_400)
