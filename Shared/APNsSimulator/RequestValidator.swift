@@ -20,25 +20,32 @@ struct PushRequestHead: Sendable {
     init(headers: HPACKHeaders) {
         fields.reserveCapacity(headers.count)
         for (name, value, _) in headers {
+            // Names are told apart by length first, then one comparison (a `switch` over strings compares the
+            // name with every case in turn, ~50 string comparisons per request).
+            let length = name.utf8.count
             if name.utf8.first == UInt8(ascii: ":") {
-                switch name {
-                case ":method": method = value
-                case ":path": path = value
-                default: break
+                if length == 7, name == ":method" {
+                    method = value
+                } else if length == 5, name == ":path" {
+                    path = value
                 }
                 continue
             }
             // HTTP/2 header names are lowercase (the framing resets streams with others). A repeated header
             // keeps its first value here; `route` refuses repeats anyway.
             fields.append((name, value))
-            switch name {
-            case "apns-topic": if topic == nil { topic = value }
-            case "apns-push-type": if pushType == nil { pushType = value }
-            case "apns-priority": if priority == nil { priority = value }
-            case "apns-expiration": if expiration == nil { expiration = value }
-            case "apns-id": if apnsID == nil { apnsID = value }
-            case "apns-collapse-id": if collapseID == nil { collapseID = value }
-            case "authorization": if authorization == nil { authorization = value }
+            switch length {
+            case 7: if name == "apns-id", apnsID == nil { apnsID = value }
+            case 10: if name == "apns-topic", topic == nil { topic = value }
+            case 13:
+                if name == "apns-priority" {
+                    if priority == nil { priority = value }
+                } else if name == "authorization", authorization == nil {
+                    authorization = value
+                }
+            case 14: if name == "apns-push-type", pushType == nil { pushType = value }
+            case 15: if name == "apns-expiration", expiration == nil { expiration = value }
+            case 16: if name == "apns-collapse-id", collapseID == nil { collapseID = value }
             default: break
             }
         }

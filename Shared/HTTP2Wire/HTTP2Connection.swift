@@ -570,22 +570,24 @@ public final class HTTP2Connection {
         for (name, value, _) in headers {
             var utf8 = name.utf8.makeIterator()
             guard let first = utf8.next() else { return nil }
+            // Names are told apart by length first, then one comparison (a `switch` over strings would compare
+            // each name with every case in turn).
+            let length = name.utf8.count
             if first == UInt8(ascii: ":") {
                 guard !regularSeen else { return nil }
-                switch name {
-                case ":method":
+                if length == 7, name == ":method" {
                     guard !method, !value.isEmpty else { return nil }
                     method = true
-                case ":scheme":
+                } else if length == 7, name == ":scheme" {
                     guard !scheme, !value.isEmpty else { return nil }
                     scheme = true
-                case ":path":
+                } else if length == 5, name == ":path" {
                     guard !path, !value.isEmpty else { return nil }
                     path = true
-                case ":authority":
+                } else if length == 10, name == ":authority" {
                     guard !authority else { return nil }
                     authority = true
-                default:
+                } else {
                     return nil
                 }
                 continue
@@ -595,16 +597,24 @@ public final class HTTP2Connection {
             while let byte = utf8.next() {
                 guard isFieldNameByte(byte) else { return nil }
             }
-            switch name {
-            case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-                return nil
-            case "te":
-                guard value == "trailers" else { return nil }
-            case "content-length":
-                guard let length = Int(value), length >= 0, result.contentLength == nil || result.contentLength == length else {
-                    return nil
+            switch length {
+            case 2:
+                if name == "te", value != "trailers" { return nil }
+            case 7:
+                if name == "upgrade" { return nil }
+            case 10:
+                if name == "connection" || name == "keep-alive" { return nil }
+            case 14:
+                if name == "content-length" {
+                    guard let contentLength = Int(value), contentLength >= 0,
+                        result.contentLength == nil || result.contentLength == contentLength
+                    else { return nil }
+                    result.contentLength = contentLength
                 }
-                result.contentLength = length
+            case 16:
+                if name == "proxy-connection" { return nil }
+            case 17:
+                if name == "transfer-encoding" { return nil }
             default:
                 break
             }
