@@ -113,7 +113,7 @@ struct APNsBenchmark: AsyncParsableCommand {
             for _ in 0..<count {
                 group.addTask {
                     var push = push
-                    push.apnsID = UUID()
+                    push.apnsID = APNSVoIPPush.newID()
                     return await client.send(push)
                 }
             }
@@ -169,7 +169,7 @@ struct APNsBenchmark: AsyncParsableCommand {
                     sample.latencies.reserveCapacity(total / workers + 1)
                     var push = push
                     while next.next() < total {
-                        push.apnsID = UUID()
+                        push.apnsID = APNSVoIPPush.newID()
                         let outcome = await client.send(push)
                         if outcome.isSent {
                             sample.latencies.append(outcome.latency.milliseconds)

@@ -22,6 +22,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
     @Option(help: "Offered rate (events/s) of the fixed-rate runs; 0 = half of the measured saturation rate.") var rate = 0
     @Option(help: "Partitions of the requests and status topics.") var partitions = 12
     @Option(parsing: .upToNextOption, help: "Worker counts to measure.") var workers: [Int] = [1, 2]
+    @Flag(name: .customLong("without-apns"), help: "Also run each saturation with a sender that accepts every push at once, without APNs: the ceiling Kafka and the worker's own work set.")
+    var withoutAPNs = false
 
     func run() async throws {
         var logger = Logger(label: "bench")
@@ -44,10 +46,15 @@ struct WorkerBenchmark: AsyncParsableCommand {
         let simulatorAccepted = { simulator.stats().accepted }
         let bare = try await bareClientRate(client: client, total: events, simulatorAccepted: simulatorAccepted)
         print(String(format: "bare APNs client (2 connections, 500 in flight): %.0f pushes/s", bare))
-        print("workers  mode                 events   events/s   p50 ms   p99 ms")
+        print("workers  mode                  events   events/s   p50 ms   p99 ms")
         for count in workers {
             let saturation = try await measure(workers: count, client: client, simulator: simulator, offeredRate: nil, logger: logger)
             print(saturation.line(workers: count, mode: "saturation"))
+            if withoutAPNs {
+                let ceiling = try await measure(workers: count, client: client, simulator: simulator, offeredRate: nil,
+                                                logger: logger, sender: AcceptingSender())
+                print(ceiling.line(workers: count, mode: "saturation, no APNs"))
+            }
             let offered = rate > 0 ? rate : max(1, Int(saturation.rate / 2))
             let fixed = try await measure(workers: count, client: client, simulator: simulator, offeredRate: offered, logger: logger)
             print(fixed.line(workers: count, mode: "fixed \(offered)/s"))
@@ -73,7 +80,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
         var p50: Double? { percentile(0.5) }
         var p99: Double? { percentile(0.99) }
         func line(workers: Int, mode: String) -> String {
-            String(format: "%7d  %-18@ %8d %10.0f %8.1f %8.1f", workers, mode as NSString, events, rate, p50 ?? -1, p99 ?? -1)
+            String(format: "%7d  ", workers) + mode.padding(toLength: 19, withPad: " ", startingAt: 0)
+                + String(format: " %8d %10.0f %8.1f %8.1f", events, rate, p50 ?? -1, p99 ?? -1)
         }
     }
 
@@ -81,7 +89,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
     static let breakdown = ProcessInfo.processInfo.environment["WORKER_BENCH_DEBUG"] == "1"
 
     func measure(workers count: Int, client: APNSClient, simulator: APNsSimulator, offeredRate: Int?,
-                 logger: Logger) async throws -> Result {
+                 logger: Logger, sender: (any VoIPPushSending)? = nil) async throws -> Result {
         simulator.resetPushes()
         let wallAtStart = Date()
         let clockAtStart = ContinuousClock.now
@@ -97,7 +105,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
             var configuration = PushWorkerConfiguration(kafka: kafka, workerID: "bench-\(index)")
             configuration.sessionTimeout = .seconds(6)
             configuration.heartbeatInterval = .milliseconds(500)
-            services.append(try PushWorkerService(configuration: configuration, sender: APNsPushSender(client: client),
+            services.append(try PushWorkerService(configuration: configuration, sender: sender ?? APNsPushSender(client: client),
                                                   apps: ["bench"], ackTokens: secret, logger: logger))
         }
         let group = ServiceGroup(services: services, logger: logger)
@@ -271,7 +279,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 group.addTask {
                     var push = push
                     while next.next() < total {
-                        push.apnsID = UUID()
+                        push.apnsID = APNSVoIPPush.newID()
                         _ = await client.send(push)
                     }
                 }
@@ -283,4 +291,13 @@ struct WorkerBenchmark: AsyncParsableCommand {
         if refused > 0 { throw SimulatorPeers.PeerError(description: "bare client: the simulator did not accept \(refused) of \(total) pushes") }
         return Double(total) / seconds
     }
+}
+
+/// `--without-apns`: accepts every push at once, so a run measures Kafka and the worker alone.
+struct AcceptingSender: VoIPPushSending {
+    func send(_ push: VoIPPush) async -> PushAttempt {
+        PushAttempt(disposition: .sent, status: 200, apnsID: push.apnsID, timestamp: Date())
+    }
+
+    func renewToken(app: String) async {}
 }

@@ -20,7 +20,7 @@ public struct APNsPushSender: VoIPPushSending {
             app: APNSAppID(push.app), deviceToken: push.deviceToken,
             environment: push.environment == .production ? .production : .sandbox,
             payload: push.payload, expiration: .at(push.expiration),
-            apnsID: UUID(uuidString: push.apnsID) ?? UUID(),
+            apnsID: UUID(uuidString: push.apnsID) ?? APNSVoIPPush.newID(),
             timeout: .milliseconds(Int64(remaining * 1000)))
         let outcome = await client.send(request)
         return PushAttempt(

@@ -124,8 +124,16 @@ public enum CallID {
         }
     }
 
-    /// A new random call id.
+    /// A new random (version 4) call id. Foundation's `UUID()` opens and reads `/dev/urandom` on every
+    /// call on Linux (three system calls and a path lookup per accepted call); this is one `getrandom`.
     public static func make() -> String {
-        UUID().uuidString.lowercased()
+        var generator = SystemRandomNumberGenerator()
+        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
+        let id = withUnsafeMutableBytes(of: &bytes) { raw in
+            raw[6] = raw[6] & 0x0F | 0x40  // version 4
+            raw[8] = raw[8] & 0x3F | 0x80  // RFC 4122 variant
+            return UUID(uuid: raw.load(as: uuid_t.self))
+        }
+        return id.uuidString.lowercased()
     }
 }

@@ -178,6 +178,23 @@ func ring(replacing path: [String], with value: Any?) throws -> String {
         }
     }
 
+    /// `CallID.make` draws its own random bits (Foundation's `UUID()` opens `/dev/urandom` per call):
+    /// each id must be a version-4, RFC 4122 UUID in the contract's lower-case form, and never repeat.
+    @Test func madeIDsAreLowerCaseVersion4UUIDsThatDoNotRepeat() {
+        let ids = (0..<20_000).map { _ in CallID.make() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(2_000) {
+            #expect(CallID.normalize(id) == id, "\(id)")
+            let bytes = Array(id.utf8)
+            #expect(bytes[14] == UInt8(ascii: "4"), "version of \(id)")
+            #expect("89ab".utf8.contains(bytes[19]), "variant of \(id)")
+        }
+        // Every random bit varies: across the ids, each hex digit outside version and variant takes many values.
+        for position in Array(0..<36) where ![8, 13, 14, 18, 19, 23].contains(position) {
+            #expect(Set(ids.prefix(2_000).map { Array($0.utf8)[position] }).count == 16, "position \(position)")
+        }
+    }
+
     @Test func refusesAnythingElse() {
         let valid = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
         var bad = ["", valid + "0", String(valid.dropLast()), " " + String(valid.dropFirst()),
