@@ -114,10 +114,10 @@ struct WorkerBenchmark: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(50))
         }
 
-        let producedAt = Timestamps()
-        let sentLatencies = Locked<[Double]>([])
-        let sentAt = Locked<[String: ContinuousClock.Instant]>([:])
         let total = offeredRate.map { $0 * seconds } ?? events
+        let producedAt = Timestamps(capacity: total)
+        let sentLatencies = Locked<[Double]>(Array(unsafeUninitializedCapacity: total) { _, count in count = 0 })
+        let sentAt = Locked<[String: ContinuousClock.Instant]>([:])
         // Manual assignment: no group join delay before the first status can be read.
         let statusConsumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
         try await statusConsumer.assign((0..<Int32(partitions)).map {
@@ -253,7 +253,14 @@ struct WorkerBenchmark: AsyncParsableCommand {
 
     /// When each call's event was produced.
     final class Timestamps: Sendable {
-        private let map = Locked<[String: ContinuousClock.Instant]>([:])
+        private let map: Locked<[String: ContinuousClock.Instant]>
+        /// Sized for the run up front: growing the table mid-run re-hashes every call id under the lock
+        /// (a pause of the producer and the status reader at each doubling).
+        init(capacity: Int) {
+            var map: [String: ContinuousClock.Instant] = [:]
+            map.reserveCapacity(capacity)
+            self.map = Locked(map)
+        }
         func set(_ ids: [String], _ instant: ContinuousClock.Instant) { map.withLock { for id in ids { $0[id] = instant } } }
         func get(_ id: String) -> ContinuousClock.Instant? { map.withLock { $0[id] } }
     }

@@ -113,13 +113,21 @@ public final class PushWorkerService: Service, Sendable {
         }
     }
 
-    /// Consumer lag per owned partition: high watermark minus the first unfinished offset.
+    /// Consumer lag per owned partition: high watermark minus the first unfinished offset. The high
+    /// watermark is the one the consumer learned from its last fetch response (no broker request):
+    /// querying the broker for each partition every 5 s held up the fetches on the same connections
+    /// (p99 of the deliveries in the next ~200 ms up 2–3×). It is asked from the broker only while
+    /// the consumer has not learned it yet.
     private func updateLag() async {
         for (partition, position) in coordinator.positions {
             guard let position else { continue }
-            guard let marks = try? await consumer.queryWatermarks(topic: configuration.requestsTopic, partition: partition,
-                                                                   timeout: .seconds(2)) else { continue }
-            metrics.setLag(partition: partition, max(0, marks.high - position))
+            var high = consumer.cachedHighWatermark(topic: configuration.requestsTopic, partition: partition)
+            if high == nil {
+                high = try? await consumer.queryWatermarks(topic: configuration.requestsTopic, partition: partition,
+                                                          timeout: .seconds(2)).high
+            }
+            guard let high else { continue }
+            metrics.setLag(partition: partition, max(0, high - position))
         }
     }
 

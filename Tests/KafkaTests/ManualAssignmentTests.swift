@@ -58,6 +58,42 @@ struct ManualAssignmentTests {
         }
     }
 
+    @Test("the cached high watermark is unknown before the first fetch and follows the partition's end after")
+    func cachedHighWatermarkFollowsFetches() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let topic = TestSupport.unique("watermark")
+            try cluster.createTopic(topic, partitions: 2)
+            func produce(_ numbers: Range<Int>) async throws {
+                let records = numbers.map { number in
+                    var record = KafkaProducerRecord.numbered(topic: topic, number)
+                    record.partition = 1
+                    return record
+                }
+                try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+                    _ = try await producer.send(records).map { try $0.get() }
+                }
+            }
+            try await produce(0..<25)
+            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
+            do {
+                #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == nil, "nothing fetched yet")
+                try await consumer.assign([KafkaPartitionAssignment(topic: topic, partition: 1, start: .beginning)])
+                _ = try await consume(consumer, seconds: 20) { $0.count >= 25 }
+                #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == 25)
+                #expect(consumer.cachedHighWatermark(topic: topic, partition: 0) == nil, "not assigned")
+
+                try await produce(25..<40)
+                let more = try await consume(consumer, seconds: 20) { $0.count >= 15 }
+                #expect(more.map(\.offset) == Array(25..<40))
+                #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == 40)
+            } catch {
+                await consumer.shutdown()
+                throw error
+            }
+            await consumer.shutdown()
+        }
+    }
+
     @Test("storing an offset for a partition that is not assigned is a typed not-assigned error")
     func storeUnassigned() async throws {
         try await withCluster(brokers: 1) { cluster in

@@ -214,6 +214,32 @@ import ServiceLifecycle
     }
 }
 
+extension WorkerOperations {
+    /// The lag gauge counts what is not finished: with two deliveries held in flight, the 30 events of the
+    /// partition are all behind its first unfinished offset. (The high watermark comes from the consumer's
+    /// fetch responses, not from a broker request every 5 s.)
+    @Test func consumerLagCountsTheBacklogBehindTheDeliveriesInFlight() async throws {
+        try await WorkerTestbed.with(partitions: 1) { bed in
+            let sender = ScriptedSender(latency: .seconds(60))
+            let worker = try bed.startWorker("worker-lag", sender: sender, maxInFlight: 2)
+            try await bed.produce((0..<30).map { _ in .ring(makeRing()) })
+            func lag() -> Double? {
+                worker.service.metrics.exposition().split(separator: "\n")
+                    .first { $0.hasPrefix(#"callpush_worker_consumer_lag_messages{partition="0"}"#) }
+                    .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+            }
+            // Gauges are refreshed every 5 s.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while lag() != 30, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            #expect(lag() == 30)
+            #expect(worker.service.coordinator.inFlightCount == 2)
+            await bed.stop([worker])
+        }
+    }
+}
+
 actor PortBox {
     private var port: Int?
     private var waiters: [CheckedContinuation<Int, Never>] = []

@@ -49,6 +49,23 @@ extension KafkaConsumer {
         }
     }
 
+    /// A partition's high watermark as this consumer last learned it, without asking the broker:
+    /// librdkafka updates it from every fetch response (empty ones too), the way Kafka's own
+    /// consumers compute `records-lag`. `nil` until the partition's first fetch answered (not
+    /// assigned, or just assigned). While fetching is paused it is not refreshed.
+    ///
+    /// A consumer-lag gauge should use this: ``queryWatermarks(topic:partition:timeout:)`` is a
+    /// broker round trip per partition on the connection the fetches use.
+    public func cachedHighWatermark(topic: String, partition: Int32) -> Int64? {
+        guard handleGuard.enter() else { return nil }
+        defer { handleGuard.leave() }
+        var low: Int64 = -1
+        var high: Int64 = -1
+        let err = rd_kafka_get_watermark_offsets(client.handle, topic, partition, &low, &high)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0 else { return nil }
+        return high
+    }
+
     /// The low and high watermarks of a partition, asked from the broker. Runs the blocking
     /// query on a dedicated thread.
     public func queryWatermarks(
