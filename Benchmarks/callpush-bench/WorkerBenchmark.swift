@@ -192,6 +192,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         if Self.breakdown, offeredRate != nil {
             var toPush: [Double] = []
             var pushToStatus: [Double] = []
+            var windows: [Int: [Double]] = [:]
             let reads = sentAt.withLock { $0 }
             for push in simulator.pushes() {
                 guard let payload = try? VoIPPayload.decode(Data(push.payload.utf8)),
@@ -199,6 +200,16 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 let received = clockAtStart + .seconds(push.receivedAt.timeIntervalSince(wallAtStart))
                 toPush.append((received - produced).seconds * 1000)
                 pushToStatus.append((read - received).seconds * 1000)
+                windows[Int((produced - started).seconds * 10), default: []].append((read - produced).seconds * 1000)
+            }
+            // Stalls: the 100 ms windows (by produce time) whose p99 is over 2.5 times the run's p50, so a
+            // periodic pause (a timer, a table growing) shows with its time.
+            let runP50 = Result(events: 0, seconds: 1, latencies: Array(windows.values.joined())).p50 ?? 0
+            for window in windows.keys.sorted() {
+                let part = Result(events: windows[window]!.count, seconds: 0.1, latencies: windows[window]!)
+                guard let p99 = part.p99, p99 > 2.5 * runP50 else { continue }
+                print(String(format: "         stall: events produced %.1f–%.1f s (%d): p50 %.1f ms, p99 %.1f ms",
+                             Double(window) / 10, Double(window + 1) / 10, part.events, part.p50 ?? -1, p99))
             }
             for (name, values) in [("produced → simulator receipt", toPush), ("receipt → sent status read", pushToStatus)] {
                 let part = Result(events: values.count, seconds: 1, latencies: values)
