@@ -41,10 +41,12 @@ let package = Package(
         ),
 
         // MARK: Libraries
-        // A pthread-backed lock (ThreadSanitizer sees it; see Shared/Locking/Locked.swift).
+        // Small shared primitives: a pthread-backed lock (ThreadSanitizer sees it; see
+        // Shared/Locking/Locked.swift), a memo, random UUIDs without `/dev/urandom`.
         .target(name: "Locking", path: "Shared/Locking"),
         .target(
             name: "CallContract",
+            dependencies: ["Locking"],
             path: "Shared/CallContract"
         ),
         .target(

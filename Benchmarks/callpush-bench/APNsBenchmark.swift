@@ -3,6 +3,7 @@ import APNsSimulator
 import ArgumentParser
 import Crypto
 import Foundation
+import Locking
 import Logging
 import NIOCore
 import NIOPosix
@@ -113,7 +114,7 @@ struct APNsBenchmark: AsyncParsableCommand {
             for _ in 0..<count {
                 group.addTask {
                     var push = push
-                    push.apnsID = APNSVoIPPush.newID()
+                    push.apnsID = UUID.randomVersion4()
                     return await client.send(push)
                 }
             }
@@ -169,7 +170,7 @@ struct APNsBenchmark: AsyncParsableCommand {
                     sample.latencies.reserveCapacity(total / workers + 1)
                     var push = push
                     while next.next() < total {
-                        push.apnsID = APNSVoIPPush.newID()
+                        push.apnsID = UUID.randomVersion4()
                         let outcome = await client.send(push)
                         if outcome.isSent {
                             sample.latencies.append(outcome.latency.milliseconds)

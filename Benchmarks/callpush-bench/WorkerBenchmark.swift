@@ -116,7 +116,9 @@ struct WorkerBenchmark: AsyncParsableCommand {
 
         let total = offeredRate.map { $0 * seconds } ?? events
         let producedAt = Timestamps(capacity: total)
-        let sentLatencies = Locked<[Double]>(Array(unsafeUninitializedCapacity: total) { _, count in count = 0 })
+        var noLatencies: [Double] = []
+        noLatencies.reserveCapacity(total)
+        let sentLatencies = Locked(noLatencies)
         let sentAt = Locked<[String: ContinuousClock.Instant]>([:])
         // Manual assignment: no group join delay before the first status can be read.
         let statusConsumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
@@ -297,7 +299,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 group.addTask {
                     var push = push
                     while next.next() < total {
-                        push.apnsID = APNSVoIPPush.newID()
+                        push.apnsID = UUID.randomVersion4()
                         _ = await client.send(push)
                     }
                 }

@@ -1,6 +1,7 @@
 import APNs
 import CallContract
 import Foundation
+import Locking
 
 /// The worker's APNs seam in production: sends through ``APNSClient`` and maps its typed outcome
 /// to what the delivery engine needs.
@@ -20,7 +21,7 @@ public struct APNsPushSender: VoIPPushSending {
             app: APNSAppID(push.app), deviceToken: push.deviceToken,
             environment: push.environment == .production ? .production : .sandbox,
             payload: push.payload, expiration: .at(push.expiration),
-            apnsID: UUID(uuidString: push.apnsID) ?? APNSVoIPPush.newID(),
+            apnsID: UUID(uuidString: push.apnsID) ?? UUID.randomVersion4(),
             timeout: .milliseconds(Int64(remaining * 1000)))
         let outcome = await client.send(request)
         return PushAttempt(

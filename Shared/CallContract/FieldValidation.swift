@@ -1,4 +1,8 @@
 import Foundation
+#if canImport(Locking)
+// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's RandomUUID.swift as one module.
+import Locking
+#endif
 
 /// Decoding helpers that validate as they read and name the failing field by JSON path.
 extension KeyedDecodingContainer {
@@ -124,16 +128,8 @@ public enum CallID {
         }
     }
 
-    /// A new random (version 4) call id. Foundation's `UUID()` opens and reads `/dev/urandom` on every
-    /// call on Linux (three system calls and a path lookup per accepted call); this is one `getrandom`.
+    /// A new random (version 4) call id (one `getrandom`, see `UUID.randomVersion4()`).
     public static func make() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
-        let id = withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = raw[6] & 0x0F | 0x40  // version 4
-            raw[8] = raw[8] & 0x3F | 0x80  // RFC 4122 variant
-            return UUID(uuid: raw.load(as: uuid_t.self))
-        }
-        return id.uuidString.lowercased()
+        UUID.randomVersion4().uuidString.lowercased()
     }
 }

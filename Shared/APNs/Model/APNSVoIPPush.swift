@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import NIOCore
 
 /// One VoIP push to one device.
@@ -30,7 +31,7 @@ public struct APNSVoIPPush: Sendable {
         environment: APNSEnvironment,
         payload: ByteBuffer,
         expiration: APNSExpiration = .immediately,
-        apnsID: UUID = APNSVoIPPush.newID(),
+        apnsID: UUID = .randomVersion4(),
         timeout: Duration? = nil
     ) {
         self.app = app
@@ -45,23 +46,11 @@ public struct APNSVoIPPush: Sendable {
     /// Convenience initializer taking the payload as bytes.
     public init(
         app: APNSAppID, deviceToken: String, environment: APNSEnvironment, payload: some Collection<UInt8>,
-        expiration: APNSExpiration = .immediately, apnsID: UUID = APNSVoIPPush.newID(), timeout: Duration? = nil
+        expiration: APNSExpiration = .immediately, apnsID: UUID = .randomVersion4(), timeout: Duration? = nil
     ) {
         self.init(
             app: app, deviceToken: deviceToken, environment: environment, payload: ByteBuffer(bytes: payload),
             expiration: expiration, apnsID: apnsID, timeout: timeout)
-    }
-
-    /// A random (version 4) `apns-id`. Foundation's `UUID()` opens and reads `/dev/urandom` on every
-    /// call on Linux; this is one `getrandom` call.
-    public static func newID() -> UUID {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
-        return withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = raw[6] & 0x0F | 0x40  // version 4
-            raw[8] = raw[8] & 0x3F | 0x80  // RFC 4122 variant
-            return UUID(uuid: raw.load(as: uuid_t.self))
-        }
     }
 
     /// Checks what can be checked before sending: hex device token, payload size.
