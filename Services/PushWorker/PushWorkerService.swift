@@ -118,17 +118,36 @@ public final class PushWorkerService: Service, Sendable {
     /// querying the broker for each partition every 5 s held up the fetches on the same connections
     /// (p99 of the deliveries in the next ~200 ms up 2–3×). It is asked from the broker only while
     /// the consumer has not learned it yet.
+    ///
+    /// A partition with no message begun since its assignment (idle, or stuck before its first
+    /// delivery) starts at the group's committed offset — one request for all such partitions — or,
+    /// with nothing committed, at the partition's first offset (`auto.offset.reset=earliest`), so
+    /// every owned partition has a value and a partition moved to another worker has none here.
     private func updateLag() async {
-        for (partition, position) in coordinator.positions {
-            guard let position else { continue }
-            var high = consumer.cachedHighWatermark(topic: configuration.requestsTopic, partition: partition)
-            if high == nil {
-                high = try? await consumer.queryWatermarks(topic: configuration.requestsTopic, partition: partition,
-                                                          timeout: .seconds(2)).high
+        let topic = configuration.requestsTopic
+        let positions = coordinator.positions
+        var starts = positions.compactMapValues { $0 }
+        let unbegun = positions.keys.filter { starts[$0] == nil }.sorted()
+        if !unbegun.isEmpty,
+           let committed = try? await consumer.committedOffsets(unbegun.map { KafkaTopicPartition(topic: topic, partition: $0) },
+                                                                timeout: .seconds(2)) {
+            for partition in unbegun {
+                if let offset = committed[KafkaTopicPartition(topic: topic, partition: partition)] ?? nil {
+                    starts[partition] = offset
+                } else if let low = consumer.cachedWatermarks(topic: topic, partition: partition)?.low {
+                    starts[partition] = low
+                }
             }
-            guard let high else { continue }
-            metrics.setLag(partition: partition, max(0, high - position))
         }
+        var lags: [Int32: Int64] = [:]
+        for (partition, start) in starts {
+            var high = consumer.cachedHighWatermark(topic: topic, partition: partition)
+            if high == nil {
+                high = try? await consumer.queryWatermarks(topic: topic, partition: partition, timeout: .seconds(2)).high
+            }
+            if let high { lags[partition] = max(0, high - start) }
+        }
+        metrics.setLags(lags, owned: Set(positions.keys))
     }
 
     /// Whether the worker should receive work: it owns partitions (and, being constructed, has

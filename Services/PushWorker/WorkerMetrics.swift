@@ -76,9 +76,25 @@ public final class WorkerMetrics: Sendable {
     func setInFlight(_ count: Int) { inFlight.set(to: Double(count)) }
     func setAssigned(_ count: Int) { assigned.set(to: Double(count)) }
 
-    func setLag(partition: Int32, _ lag: Int64) {
-        registry.makeGauge(descriptor: Self.name("consumer_lag", "messages", "Messages not yet processed, by request partition."),
-                           labels: [("partition", String(partition))]).set(to: Double(lag))
+    private let lagGauges = Locked<[Int32: Gauge]>([:])
+
+    /// Sets the lag of the partitions in `lags` and drops the gauges of partitions no longer in
+    /// `owned` (moved to another worker: summing the group's gauges must not count them twice).
+    /// An owned partition whose lag is unknown this time keeps its last value.
+    func setLags(_ lags: [Int32: Int64], owned: Set<Int32>) {
+        let dropped = lagGauges.withLock { gauges -> [Gauge] in
+            let gone = gauges.filter { !owned.contains($0.key) }
+            for partition in gone.keys { gauges[partition] = nil }
+            for (partition, lag) in lags {
+                let gauge = gauges[partition] ?? registry.makeGauge(
+                    descriptor: Self.name("consumer_lag", "messages", "Messages not yet processed, by request partition."),
+                    labels: [("partition", String(partition))])
+                gauges[partition] = gauge
+                gauge.set(to: Double(lag))
+            }
+            return Array(gone.values)
+        }
+        for gauge in dropped { registry.unregisterGauge(gauge) }
     }
 
     /// The Prometheus text exposition.

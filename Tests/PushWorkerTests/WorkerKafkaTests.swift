@@ -215,28 +215,56 @@ import ServiceLifecycle
 }
 
 extension WorkerOperations {
-    /// The lag gauge counts what is not finished: with two deliveries held in flight, the 30 events of the
-    /// partition are all behind its first unfinished offset. (The high watermark comes from the consumer's
-    /// fetch responses, not from a broker request every 5 s.)
+    /// The lag gauge counts what is not finished: with two deliveries held in flight, the 30 events of
+    /// partition 0 are all behind its first unfinished offset. (The high watermark comes from the
+    /// consumer's fetch responses, not from a broker request every 5 s.) Partition 1 got no event since
+    /// the assignment: its gauge is there too, at 0 (an idle partition must not look like a missing one).
     @Test func consumerLagCountsTheBacklogBehindTheDeliveriesInFlight() async throws {
-        try await WorkerTestbed.with(partitions: 1) { bed in
+        try await WorkerTestbed.with(partitions: 2) { bed in
             let sender = ScriptedSender(latency: .seconds(60))
             let worker = try bed.startWorker("worker-lag", sender: sender, maxInFlight: 2)
-            try await bed.produce((0..<30).map { _ in .ring(makeRing()) })
-            func lag() -> Double? {
+            let records = try (0..<30).map { _ in
+                let ring = CallRequest.ring(makeRing())
+                return KafkaProducerRecord(topic: bed.topics.requests, partition: 0, key: Array(ring.callId.utf8),
+                                           value: Array(try ring.encoded()))
+            }
+            for result in try await bed.producer.send(records) { _ = try result.get() }
+            func lag(_ partition: Int) -> Double? {
                 worker.service.metrics.exposition().split(separator: "\n")
-                    .first { $0.hasPrefix(#"callpush_worker_consumer_lag_messages{partition="0"}"#) }
+                    .first { $0.hasPrefix(#"callpush_worker_consumer_lag_messages{partition="\#(partition)"}"#) }
                     .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
             }
             // Gauges are refreshed every 5 s.
             let deadline = ContinuousClock.now + .seconds(30)
-            while lag() != 30, ContinuousClock.now < deadline {
+            while lag(0) != 30 || lag(1) == nil, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(250))
             }
-            #expect(lag() == 30)
+            #expect(lag(0) == 30)
+            #expect(lag(1) == 0)
             #expect(worker.service.coordinator.inFlightCount == 2)
             await bed.stop([worker])
         }
+    }
+
+    /// A partition that moved to another worker loses its gauge here (the group's gauges summed must
+    /// not count it twice); an owned partition whose lag is unknown this time keeps its last value.
+    @Test func lagGaugesFollowTheOwnedPartitions() {
+        let metrics = WorkerMetrics()
+        /// Partition → lag, as exported.
+        func exported() -> [String: Double] {
+            let prefix = #"callpush_worker_consumer_lag_messages{partition=""#
+            return metrics.exposition().split(separator: "\n").reduce(into: [:]) { lags, line in
+                guard line.hasPrefix(prefix), let close = line.firstIndex(of: "}") else { return }
+                let partition = line[line.index(line.startIndex, offsetBy: prefix.count)..<close].dropLast()
+                lags[String(partition)] = line.split(separator: " ").last.flatMap { Double($0) }
+            }
+        }
+        metrics.setLags([0: 5, 1: 7, 2: 0], owned: [0, 1, 2])
+        #expect(exported() == ["0": 5, "1": 7, "2": 0])
+        metrics.setLags([0: 4], owned: [0, 1])
+        #expect(exported() == ["0": 4, "1": 7])
+        metrics.setLags([2: 3], owned: [2])
+        #expect(exported() == ["2": 3])
     }
 }
 

@@ -57,13 +57,19 @@ extension KafkaConsumer {
     /// A consumer-lag gauge should use this: ``queryWatermarks(topic:partition:timeout:)`` is a
     /// broker round trip per partition on the connection the fetches use.
     public func cachedHighWatermark(topic: String, partition: Int32) -> Int64? {
+        cachedWatermarks(topic: topic, partition: partition)?.high
+    }
+
+    /// Both watermarks of a partition as this consumer last learned them (see
+    /// ``cachedHighWatermark(topic:partition:)``); `nil` while either is unknown.
+    public func cachedWatermarks(topic: String, partition: Int32) -> KafkaWatermarks? {
         guard handleGuard.enter() else { return nil }
         defer { handleGuard.leave() }
         var low: Int64 = -1
         var high: Int64 = -1
         let err = rd_kafka_get_watermark_offsets(client.handle, topic, partition, &low, &high)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0 else { return nil }
-        return high
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, low >= 0, high >= 0 else { return nil }
+        return KafkaWatermarks(low: low, high: high)
     }
 
     /// The low and high watermarks of a partition, asked from the broker. Runs the blocking
