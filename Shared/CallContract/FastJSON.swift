@@ -11,7 +11,7 @@ import Foundation
 /// must decode to the same value through the slow path (`FastJSONTests`, the `EventDecoder` and
 /// `DispatchRequest` fuzz targets).
 public enum FastJSON {
-    public indirect enum Value: Sendable {
+    public enum Value: Sendable {
         case string(String)
         case int(Int)
         case bool(Bool)
