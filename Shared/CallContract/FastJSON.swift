@@ -267,8 +267,10 @@ extension FastJSON {
 }
 
 extension Device {
+    static let fastKeys: Set<String> = ["token", "environment", "id"]
+
     public init?(fast value: FastJSON.Value) {
-        guard value.onlyKeys(["token", "environment", "id"]),
+        guard value.onlyKeys(Self.fastKeys),
               case .string(let token)? = value["token"], FastJSON.fits(token, maxBytes: 256), Device.tokenProblem(token) == nil,
               case .string(let environmentText)? = value["environment"], let environment = APNsEnvironment(rawValue: environmentText),
               let id = value.text("id")
@@ -279,8 +281,10 @@ extension Device {
 }
 
 extension Caller {
+    static let fastKeys: Set<String> = ["handle", "handleType", "displayName"]
+
     public init?(fast value: FastJSON.Value) {
-        guard value.onlyKeys(["handle", "handleType", "displayName"]),
+        guard value.onlyKeys(Self.fastKeys),
               case .string(let handle)? = value["handle"], FastJSON.fits(handle, maxBytes: 256),
               let typeText = value.text("handleType"), let displayName = value.text("displayName")
         else { return nil }
