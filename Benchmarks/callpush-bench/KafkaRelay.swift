@@ -1,4 +1,6 @@
 import CallContract
+import CallpushCore
+import PushWorker
 import Foundation
 import Kafka
 import Locking
@@ -12,13 +14,25 @@ import ServiceLifecycle
 /// per-event task. A saturation run with it measures what Kafka alone costs end to end here — the
 /// benchmark's producer, the embedded brokers, this consumer and producer, the status reader — the
 /// floor under any worker built on librdkafka on this cluster.
+///
+/// With `steps`, the relay also does the worker's synchronous work for each event, inline in its
+/// read loop (decode and validate, device key, dedupe, ack token, VoIP payload, apns-id, the real
+/// status encoded): a worker with no task, continuation or acknowledgement per event — what
+/// handling events in batches could reach at best.
 final class KafkaRelay: Service, Sendable {
     let consumer: KafkaConsumer
     let producer: KafkaProducer
     let pending = Locked<[KafkaProducerRecord]>([])
     let status: [UInt8]
+    let steps: Bool
+    let signer: AckTokenSigner
+    let dedupe: PartitionDedupe
 
-    init(kafka: KafkaConfiguration, partitions: Int, logger: Logger) async throws {
+    init(kafka: KafkaConfiguration, partitions: Int, steps: Bool = false, logger: Logger) async throws {
+        self.steps = steps
+        signer = try AckTokenSigner(secret: Array(repeating: 1, count: 32))
+        dedupe = PartitionDedupe(retention: .seconds(600), capacity: 1_000_000)
+        for partition in 0..<Int32(partitions) { dedupe.install(dedupe.makeStore(), partition: partition) }
         consumer = try KafkaConsumer(configuration: KafkaConsumerConfiguration(kafka: kafka, mode: .manual), logger: logger)
         try await consumer.assign((0..<Int32(partitions)).map {
             KafkaPartitionAssignment(topic: Topics.requests, partition: $0, start: .beginning)
@@ -34,23 +48,41 @@ final class KafkaRelay: Service, Sendable {
     }
 
     func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        // Graceful shutdown ends the read loop with a CancellationError; the clients still close below.
+        try? await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while !Task.isCancelled {
                     try await Task.sleep(for: .milliseconds(1))
                     self.flush()
                 }
             }
+            defer { group.cancelAll() }
             try await cancelWhenGracefulShutdown {
                 for try await message in self.consumer.messages {
-                    let record = KafkaProducerRecord(topic: Topics.status, partition: message.partition, key: message.key, value: self.status)
+                    let value = self.steps ? try self.work(message) : self.status
+                    let record = KafkaProducerRecord(topic: Topics.status, partition: message.partition, key: message.key, value: value)
                     if self.pending.withLock({ $0.append(record); return $0.count }) >= 256 { self.flush() }
                 }
             }
-            group.cancelAll()
         }
         await consumer.shutdown()
         await producer.shutdown()
+    }
+
+    /// The worker's synchronous steps for one ring; its `sent` status.
+    private func work(_ message: KafkaConsumerMessage) throws -> [UInt8] {
+        guard case .ring(let ring) = try CallRequest.decode(Data(message.value)) else { return status }
+        let deviceKey = DeviceKey.make(token: ring.device.token)
+        _ = dedupe.insert(DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay),
+                          ringDeadline: ring.ringDeadline, partition: message.partition)
+        let ackToken = signer.token(callId: ring.callId, deviceKey: deviceKey)
+        _ = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
+        let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
+        let now = Date()
+        let sent = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app, state: .sent,
+                              attempt: 1, replay: ring.replay, at: now, apns: .init(id: apnsID, status: 200, timestamp: now),
+                              worker: "bench-0")
+        return Array(try sent.encoded())
     }
 
     private func flush() {

@@ -26,6 +26,8 @@ struct WorkerBenchmark: AsyncParsableCommand {
     var withoutAPNs = false
     @Flag(name: .customLong("kafka-floor"), help: "Also run a saturation with a relay in place of the workers that only turns each event into a status (no decode, no push, batched sends): what Kafka alone costs end to end here.")
     var kafkaFloor = false
+    @Flag(name: .customLong("steps-floor"), help: "Also run a saturation with the relay doing the worker's synchronous steps inline (decode, hashes, encoding): a worker with no per-event task or acknowledgement.")
+    var stepsFloor = false
 
     func run() async throws {
         var logger = Logger(label: "bench")
@@ -61,6 +63,11 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 let floor = try await measure(workers: 0, client: client, simulator: simulator, offeredRate: nil, logger: logger)
                 print(floor.line(workers: 0, mode: "Kafka relay only"))
             }
+            if stepsFloor, count == workers.first {
+                let floor = try await measure(workers: 0, client: client, simulator: simulator, offeredRate: nil, logger: logger,
+                                              relaySteps: true)
+                print(floor.line(workers: 0, mode: "relay + steps"))
+            }
             let offered = rate > 0 ? rate : max(1, Int(saturation.rate / 2))
             let fixed = try await measure(workers: count, client: client, simulator: simulator, offeredRate: offered, logger: logger)
             print(fixed.line(workers: count, mode: "fixed \(offered)/s"))
@@ -95,7 +102,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
     static let breakdown = ProcessInfo.processInfo.environment["WORKER_BENCH_DEBUG"] == "1"
 
     func measure(workers count: Int, client: APNSClient, simulator: APNsSimulator, offeredRate: Int?,
-                 logger: Logger, sender: (any VoIPPushSending)? = nil) async throws -> Result {
+                 logger: Logger, sender: (any VoIPPushSending)? = nil, relaySteps: Bool = false) async throws -> Result {
         simulator.resetPushes()
         let wallAtStart = Date()
         let clockAtStart = ContinuousClock.now
@@ -115,7 +122,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                                                   apps: ["bench"], ackTokens: secret, logger: logger))
         }
         // No workers: the Kafka relay (`--kafka-floor`) in their place.
-        let relay: [any Service] = count == 0 ? [try await KafkaRelay(kafka: kafka, partitions: partitions, logger: logger)] : []
+        let relay: [any Service] = count == 0 ? [try await KafkaRelay(kafka: kafka, partitions: partitions, steps: relaySteps, logger: logger)] : []
         let group = ServiceGroup(services: services + relay, logger: logger)
         let running = Task { try await group.run() }
         while relay.isEmpty && services.reduce(0, { $0 + $1.ownedPartitions.count }) < partitions {
