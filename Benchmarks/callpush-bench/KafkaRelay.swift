@@ -40,11 +40,10 @@ final class KafkaRelay: Service, Sendable {
         producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka, deliveryTimeout: .seconds(30),
                                                                                 linger: .milliseconds(1)), logger: logger)
         // A status like the worker's for a sent push (same fields, same size).
-        let now = Date()
-        let sent = CallStatus(callId: CallID.make(), deviceId: nil, deviceKey: String(repeating: "d", count: 64), app: "bench",
-                              state: .sent, attempt: 1, replay: 0, at: now,
-                              apns: .init(id: UUID.randomVersion4().uuidString.lowercased(), status: 200, timestamp: now), worker: "bench-0")
-        status = Array(try sent.encoded())
+        let ring = WorkerBenchmark.ring(callId: CallID.make(), token: String(repeating: "ab", count: 32), now: Date())
+        let deviceKey = DeviceKey.make(token: ring.device.token)
+        let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: 0)
+        status = Array(try WorkerBenchmark.sentStatus(ring, deviceKey: deviceKey, apnsID: apnsID, at: Date()).encoded())
     }
 
     func run() async throws {
@@ -78,11 +77,7 @@ final class KafkaRelay: Service, Sendable {
         let ackToken = signer.token(callId: ring.callId, deviceKey: deviceKey)
         _ = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
         let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
-        let now = Date()
-        let sent = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app, state: .sent,
-                              attempt: 1, replay: ring.replay, at: now, apns: .init(id: apnsID, status: 200, timestamp: now),
-                              worker: "bench-0")
-        return Array(try sent.encoded())
+        return Array(try WorkerBenchmark.sentStatus(ring, deviceKey: deviceKey, apnsID: apnsID, at: Date()).encoded())
     }
 
     private func flush() {

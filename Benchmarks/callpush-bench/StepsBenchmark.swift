@@ -17,10 +17,7 @@ struct StepsBenchmark: ParsableCommand {
     func run() throws {
         let now = Date()
         let documents = try (0..<events).map { _ in
-            let ring = RingRequest(callId: CallID.make(), app: "bench",
-                                   device: Device(token: String(repeating: "ab", count: 32), environment: .sandbox),
-                                   caller: Caller(handle: "driver-1234", displayName: "Driver Tanaka"),
-                                   requestedAt: now, ringDeadline: now.addingTimeInterval(120), attributes: ["rideId": "R-829"])
+            let ring = WorkerBenchmark.ring(callId: CallID.make(), token: String(repeating: "ab", count: 32), now: now)
             return Array(try CallRequest.ring(ring).encoded())
         }
         let signer = try AckTokenSigner(secret: Array(repeating: 1, count: 32))
@@ -62,14 +59,14 @@ struct StepsBenchmark: ParsableCommand {
                 _ = try VoIPPayload(ring: ring, deviceKey: keys[index], ackToken: tokens[index]).encoded()
             }
         }
+        var apnsIDs: [String] = []
+        apnsIDs.reserveCapacity(events)
         step("apns-id") {
-            for (index, ring) in rings.enumerated() { _ = APNsID.make(callId: ring.callId, deviceKey: keys[index], replay: ring.replay) }
+            for (index, ring) in rings.enumerated() { apnsIDs.append(APNsID.make(callId: ring.callId, deviceKey: keys[index], replay: ring.replay)) }
         }
         try step("status encoding") {
             for (index, ring) in rings.enumerated() {
-                let status = CallStatus(callId: ring.callId, deviceKey: keys[index], app: ring.app, state: .sent, attempt: 1,
-                                        replay: ring.replay, at: Date(), apns: .init(id: "x", status: 200, timestamp: Date()), worker: "w")
-                _ = try status.encoded()
+                _ = try WorkerBenchmark.sentStatus(ring, deviceKey: keys[index], apnsID: apnsIDs[index], at: Date()).encoded()
             }
         }
         print(String(format: "all steps                         %6.2f µs", total))

@@ -121,7 +121,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
             services.append(try PushWorkerService(configuration: configuration, sender: sender ?? APNsPushSender(client: client),
                                                   apps: ["bench"], ackTokens: secret, logger: logger))
         }
-        // No workers: the Kafka relay (`--kafka-floor`) in their place.
+        // No workers: the Kafka relay (`--kafka-floor`, `--steps-floor`) in their place.
         let relay: [any Service] = count == 0 ? [try await KafkaRelay(kafka: kafka, partitions: partitions, steps: relaySteps, logger: logger)] : []
         let group = ServiceGroup(services: services + relay, logger: logger)
         let running = Task { try await group.run() }
@@ -263,10 +263,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 token.append(hex[Int(byte >> 4)])
                 token.append(hex[Int(byte & 0xF)])
             }
-            let ring = RingRequest(callId: callId, app: "bench",
-                                   device: Device(token: String(decoding: token, as: UTF8.self), environment: .sandbox),
-                                   caller: Caller(handle: "driver-1234", displayName: "Driver Tanaka"),
-                                   requestedAt: now, ringDeadline: now.addingTimeInterval(120), attributes: ["rideId": "R-829"])
+            let ring = Self.ring(callId: callId, token: String(decoding: token, as: UTF8.self), now: now)
             return (callId, KafkaProducerRecord(topic: Topics.requests, key: Array(callId.utf8), value: Array(try CallRequest.ring(ring).encoded())))
         }
     }
@@ -275,6 +272,19 @@ struct WorkerBenchmark: AsyncParsableCommand {
                          producedAt: Timestamps) async throws {
         producedAt.set(events.map(\.id), ContinuousClock.now)
         for result in try await producer.send(events.map(\.record)) { _ = try result.get() }
+    }
+
+    /// The benchmarks' ring: app "bench", sandbox, a driver calling, 120 s to ring, one attribute.
+    static func ring(callId: String, token: String, now: Date) -> RingRequest {
+        RingRequest(callId: callId, app: "bench", device: Device(token: token, environment: .sandbox),
+                    caller: Caller(handle: "driver-1234", displayName: "Driver Tanaka"),
+                    requestedAt: now, ringDeadline: now.addingTimeInterval(120), attributes: ["rideId": "R-829"])
+    }
+
+    /// The `sent` status a worker writes for `ring` (what the relay writes and `steps` encodes).
+    static func sentStatus(_ ring: RingRequest, deviceKey: String, apnsID: String, at now: Date) -> CallStatus {
+        CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app, state: .sent,
+                   attempt: 1, replay: ring.replay, at: now, apns: .init(id: apnsID, status: 200, timestamp: now), worker: "bench-0")
     }
 
     static let sentState = Array(#""state":"sent""#.utf8)
@@ -309,9 +319,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
     func bareClientRate(client: APNSClient, total: Int, simulatorAccepted: () -> Int) async throws -> Double {
         let now = Date()
         let token = String(repeating: "ab", count: 32)
-        let ring = RingRequest(callId: CallID.make(), app: "bench", device: Device(token: token, environment: .sandbox),
-                               caller: Caller(handle: "driver-1234", displayName: "Driver Tanaka"),
-                               requestedAt: now, ringDeadline: now.addingTimeInterval(120), attributes: ["rideId": "R-829"])
+        let ring = Self.ring(callId: CallID.make(), token: token, now: now)
         let deviceKey = DeviceKey.make(token: token)
         let ackToken = try AckTokenSigner(secret: Array(repeating: 1, count: 32)).token(callId: ring.callId, deviceKey: deviceKey)
         let payload = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
