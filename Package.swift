@@ -114,6 +114,7 @@ let package = Package(
             dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka", "APNs",
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

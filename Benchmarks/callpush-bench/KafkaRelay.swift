@@ -72,8 +72,8 @@ final class KafkaRelay: Service, Sendable {
     private func work(_ message: KafkaConsumerMessage) throws -> [UInt8] {
         guard case .ring(let ring) = try CallRequest.decode(Data(message.value)) else { return status }
         let deviceKey = DeviceKey.make(token: ring.device.token)
-        _ = dedupe.insert(DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay),
-                          ringDeadline: ring.ringDeadline, partition: message.partition)
+        _ = dedupe.store(for: message.partition).insert(DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay),
+                                                        ringDeadline: ring.ringDeadline)
         let ackToken = signer.token(callId: ring.callId, deviceKey: deviceKey)
         _ = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
         let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)

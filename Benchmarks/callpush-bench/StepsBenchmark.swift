@@ -45,8 +45,8 @@ struct StepsBenchmark: ParsableCommand {
         step("device key (SHA-256 of the token)") { for ring in rings { keys.append(DeviceKey.make(token: ring.device.token)) } }
         step("dedupe insert") {
             for (index, ring) in rings.enumerated() {
-                _ = dedupe.insert(DeliveryKey(callId: ring.callId, deviceKey: keys[index], replay: ring.replay),
-                                  ringDeadline: ring.ringDeadline, partition: 0)
+                _ = dedupe.store(for: 0).insert(DeliveryKey(callId: ring.callId, deviceKey: keys[index], replay: ring.replay),
+                                                ringDeadline: ring.ringDeadline)
             }
         }
         var tokens: [String] = []

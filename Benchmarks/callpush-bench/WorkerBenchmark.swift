@@ -352,6 +352,4 @@ struct AcceptingSender: VoIPPushSending {
     func send(_ push: VoIPPush) async -> PushAttempt {
         PushAttempt(disposition: .sent, status: 200, apnsID: push.apnsID, timestamp: Date())
     }
-
-    func renewToken(app: String) async {}
 }

@@ -33,8 +33,4 @@ public struct APNsPushSender: VoIPPushSending {
             timestamp: outcome.timestamp,
             minimumRetryDelay: outcome.status == 429 ? .seconds(1) : .zero)
     }
-
-    /// The client renews an expired provider token itself (at most once per token generation)
-    /// and retries within the push's deadline; nothing more to do here.
-    public func renewToken(app: String) async {}
 }

@@ -6,7 +6,10 @@ import Locking
 /// A `cancel` event marks its call; a delivery that is pending or sleeping before a retry wakes at
 /// once and ends `cancelled`. A push already on the wire is not recalled (Apple: never send a
 /// second push to cancel), so a delivery whose push was accepted stays `sent`.
-/// Marks are kept until `forgetAfter` so memory stays bounded by the ring window.
+/// Marks are kept until `forgetAfter`, and at most `capacity` of them (when full, the mark that
+/// would be forgotten soonest goes first), so memory stays bounded under any stream of cancels.
+/// Processed cancels are also written to the status topic, and a new owner of a partition
+/// rebuilds its marks from there (`PartitionCoordinator`), so a cancel outlives the process.
 public final class CancelSignals: Sendable {
     private struct Waiter {
         var continuation: CheckedContinuation<Void, Never>?
@@ -14,20 +17,23 @@ public final class CancelSignals: Sendable {
     }
 
     private struct State {
-        var cancelled: [String: Date] = [:]
+        var cancelled: ExpiringSet<String>
         var waiters: [UInt64: Waiter] = [:]
         var abandoned: Set<UInt64> = []
         var nextID: UInt64 = 0
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
 
-    public init() {}
+    /// - Parameter capacity: the most calls remembered at once.
+    public init(capacity: Int = 200_000) {
+        state = Locked(State(cancelled: ExpiringSet(capacity: capacity)))
+    }
 
     /// Marks `callId` cancelled until `forgetAfter` and wakes its waiting deliveries.
     public func cancel(callId: String, forgetAfter: Date) {
         let woken: [CheckedContinuation<Void, Never>] = state.withLock { state in
-            state.cancelled[callId] = max(state.cancelled[callId] ?? forgetAfter, forgetAfter)
+            state.cancelled.insert(callId, until: forgetAfter)
             var woken: [CheckedContinuation<Void, Never>] = []
             for (id, waiter) in state.waiters where waiter.callId == callId {
                 if let continuation = waiter.continuation { woken.append(continuation) }
@@ -39,15 +45,18 @@ public final class CancelSignals: Sendable {
     }
 
     public func isCancelled(_ callId: String) -> Bool {
-        state.withLock { $0.cancelled[callId] != nil }
+        state.withLock { $0.cancelled.contains(callId) }
     }
 
     /// Number of remembered cancellations (a gauge).
     public var count: Int { state.withLock { $0.cancelled.count } }
 
-    /// Forgets marks older than their `forgetAfter`.
+    /// Marks dropped to make room before their time (should stay 0).
+    public var evicted: Int { state.withLock { $0.cancelled.evicted } }
+
+    /// Forgets marks whose `forgetAfter` has passed.
     public func expire(now: Date) {
-        state.withLock { state in state.cancelled = state.cancelled.filter { $0.value > now } }
+        state.withLock { $0.cancelled.expire(before: now) }
     }
 
     /// Sleeps for `duration` unless `callId` is cancelled first. Returns true when cancelled.
@@ -75,7 +84,7 @@ public final class CancelSignals: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
-                    if state.abandoned.remove(id) != nil || state.cancelled[callId] != nil { return true }
+                    if state.abandoned.remove(id) != nil || state.cancelled.contains(callId) { return true }
                     state.waiters[id] = Waiter(continuation: continuation, callId: callId)
                     return false
                 }
@@ -91,7 +100,7 @@ public final class CancelSignals: Sendable {
         }
         return state.withLock { state in
             state.abandoned.remove(id)
-            return state.cancelled[callId] != nil
+            return state.cancelled.contains(callId)
         }
     }
 }

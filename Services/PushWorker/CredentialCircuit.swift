@@ -1,11 +1,29 @@
+import CallContract
 import Foundation
 import Locking
+
+/// What a credential circuit is kept for: an app's credential in one APNs environment.
+public struct CredentialScope: Sendable, Hashable, CustomStringConvertible {
+    public var app: String
+    public var environment: APNsEnvironment
+
+    public init(app: String, environment: APNsEnvironment) {
+        self.app = app
+        self.environment = environment
+    }
+
+    public var description: String { "\(app)/\(environment.rawValue)" }
+}
 
 /// Stops pushing for an app whose credentials APNs refused, so a bad key or certificate does
 /// not burn through a backlog of calls against APNs (reference/apns.md: "credentials are wrong
 /// — alert; do not burn through a backlog").
 ///
-/// A circuit per app. Closed: pushes go out. After a `credentialsInvalid` answer it opens for a
+/// A circuit per (app, environment): the app's credential in that environment. Apple refuses a
+/// credential per environment (`BadEnvironmentKeyInToken`, `BadCertificateEnvironment` for a key or
+/// certificate valid in the other one, and the client keeps a connection pool per environment), so
+/// one sandbox device refused that way suspends the app's sandbox pushes and nothing else.
+/// Closed: pushes go out. After a `credentialsInvalid` answer it opens for a
 /// cool-down (10 s, doubling to 5 min on each failed probe); deliveries for the app then end
 /// `failed` with code `app-suspended` and go to the DLQ without contacting APNs (replay them once
 /// the credentials are fixed). When the cool-down is over one delivery is let through as a probe:
@@ -29,7 +47,7 @@ public final class CredentialCircuit: Sendable {
         var probeStarted: Date?
     }
 
-    private let state = Locked<[String: Suspension]>([:])
+    private let state = Locked<[CredentialScope: Suspension]>([:])
     let initialCoolDown: Duration
     let maximumCoolDown: Duration
     /// A probe that has not reported after this long (its task was cancelled) no longer blocks the next one.
@@ -42,16 +60,16 @@ public final class CredentialCircuit: Sendable {
         self.probeBound = probeBound
     }
 
-    /// Whether a delivery for `app` may push now.
-    public func admit(app: String, now: Date) -> Admission {
+    /// Whether a delivery in `scope` may push now.
+    public func admit(_ scope: CredentialScope, now: Date) -> Admission {
         state.withLock { apps in
-            guard var suspension = apps[app] else { return .allowed }
+            guard var suspension = apps[scope] else { return .allowed }
             if now < suspension.until { return .suspended(until: suspension.until, reason: suspension.reason) }
             if let started = suspension.probeStarted, now.timeIntervalSince(started) < probeBound.seconds {
                 return .suspended(until: started.addingTimeInterval(probeBound.seconds), reason: suspension.reason)
             }
             suspension.probeStarted = now
-            apps[app] = suspension
+            apps[scope] = suspension
             return .probe
         }
     }
@@ -66,12 +84,12 @@ public final class CredentialCircuit: Sendable {
         case inconclusive
     }
 
-    /// Reports APNs' answer for a push of `app`; `probe` says whether the delivery was admitted
+    /// Reports APNs' answer for a push in `scope`; `probe` says whether the delivery was admitted
     /// as the probe. A refusal opens the circuit (or re-opens it with a doubled cool-down); only
     /// a probe's acceptance closes it, so answers of pushes that were in flight before it opened
     /// do not. Returns the suspension's end when this answer opened the circuit.
     @discardableResult
-    public func record(app: String, _ evidence: Evidence, probe: Bool, now: Date) -> Date? {
+    public func record(_ app: CredentialScope, _ evidence: Evidence, probe: Bool, now: Date) -> Date? {
         state.withLock { apps in
             switch evidence {
             case .refused(let reason):
@@ -95,8 +113,14 @@ public final class CredentialCircuit: Sendable {
         }
     }
 
-    /// Apps suspended now (for the metrics gauge).
-    public func suspendedApps(now: Date) -> Set<String> {
-        state.withLock { apps in Set(apps.filter { $0.value.probeStarted == nil && now < $0.value.until }.keys) }
+    /// Scopes whose pushes are held now (for the metrics gauge): suspended, or probing (the other
+    /// deliveries wait for the probe's answer).
+    public func suspended(now: Date) -> Set<CredentialScope> {
+        state.withLock { apps in
+            Set(apps.filter { now < $0.value.until || $0.value.probeStarted.map { now.timeIntervalSince($0) < probeBound.seconds } == true }.keys)
+        }
     }
+
+    /// Apps with a suspended or probing environment.
+    public func suspendedApps(now: Date) -> Set<String> { Set(suspended(now: now).map(\.app)) }
 }

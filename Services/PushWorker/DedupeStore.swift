@@ -21,51 +21,44 @@ public struct DeliveryKey: Sendable, Hashable, CustomStringConvertible {
 ///
 /// Bounded by deadlines: an entry is only needed while its call could still ring, so it is
 /// forgotten `retention` after its ring deadline. A hard `capacity` bounds memory under any
-/// input; when full, the entries closest to expiry go first.
+/// input; when full, the entries closest to expiry go first (O(log n) each, see `ExpiringSet`).
 public struct DedupeStore: Sendable {
-    private var deadlines: [DeliveryKey: Date] = [:]
+    private var entries: ExpiringSet<DeliveryKey>
     public let retention: Duration
-    public let capacity: Int
-    /// Entries dropped because the store was full (a metric: should stay 0).
-    public private(set) var evictedEarly = 0
 
     public init(retention: Duration = .seconds(60), capacity: Int = 200_000) {
         self.retention = retention
-        self.capacity = max(1, capacity)
+        self.entries = ExpiringSet(capacity: capacity)
     }
 
-    public var count: Int { deadlines.count }
+    public var capacity: Int { entries.capacity }
+    public var count: Int { entries.count }
+    /// Entries dropped because the store was full (exported as `callpush_worker_dedupe_evictions_total`).
+    public var evictedEarly: Int { entries.evicted }
 
     /// Whether `key` was already handled.
-    public func contains(_ key: DeliveryKey) -> Bool { deadlines[key] != nil }
+    public func contains(_ key: DeliveryKey) -> Bool { entries.contains(key) }
 
     /// Records `key` as handled until `ringDeadline` (+ retention). Returns false when it already was.
     @discardableResult
     public mutating func insert(_ key: DeliveryKey, ringDeadline: Date) -> Bool {
-        if let existing = deadlines[key] {
-            if ringDeadline > existing { deadlines[key] = ringDeadline }
-            return false
-        }
-        if deadlines.count >= capacity { evictSoonest(deadlines.count - capacity + 1) }
-        deadlines[key] = ringDeadline
-        return true
+        entries.insert(key, until: ringDeadline.addingTimeInterval(retention.seconds))
+    }
+
+    /// Records `key` as handled until `date`: a delivery rebuilt from the status history, whose
+    /// ring deadline the status does not carry.
+    public mutating func remember(_ key: DeliveryKey, until date: Date) {
+        entries.insert(key, until: date)
     }
 
     /// Forgets `key` (its delivery was handed back without a durable outcome).
     public mutating func remove(_ key: DeliveryKey) {
-        deadlines[key] = nil
+        entries.remove(key)
     }
 
     /// Forgets entries whose ring deadline is more than `retention` before `now`.
     public mutating func expire(now: Date) {
-        let cutoff = now.addingTimeInterval(-retention.seconds)
-        deadlines = deadlines.filter { $0.value >= cutoff }
-    }
-
-    private mutating func evictSoonest(_ count: Int) {
-        let victims = deadlines.sorted { $0.value < $1.value }.prefix(count)
-        for (key, _) in victims { deadlines[key] = nil }
-        evictedEarly += victims.count
+        entries.expire(before: now)
     }
 }
 

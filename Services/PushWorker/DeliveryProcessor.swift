@@ -6,9 +6,11 @@ import Logging
 /// Turns one request event into its outcome: validate, expire, deduplicate, cancel, push with
 /// retries bounded by the ring deadline, and make the outcome durable (status, DLQ).
 ///
-/// `process` returns `.finished` only after every record it wrote was acknowledged, so the
-/// caller may then store the event's offset (at-least-once). It returns `.handedBack` when the
-/// task is cancelled before the outcome is durable (the next owner of the partition redoes it).
+/// `process` returns `.finished` only after every record it wrote was acknowledged (or refused for
+/// good, see `finish`), so the caller may then store the event's offset (at-least-once). It
+/// returns `.handedBack` when the task is cancelled before the outcome is durable (the next owner
+/// of the partition redoes it). The retry, cancel and expiry rules of a ring live in
+/// `DeliveryStateMachine`; this type performs what it asks for.
 public struct DeliveryProcessor: Sendable {
     public struct Settings: Sendable {
         /// Written into every status (`worker`): pod name or host name.
@@ -44,12 +46,15 @@ public struct DeliveryProcessor: Sendable {
     public let credentials: CredentialCircuit
     public var logger: Logger
     public var metrics: WorkerMetrics?
+    /// Told of every outcome write (`/readyz`, `/healthz`).
+    public var health: WorkerHealth?
     public var now: @Sendable () -> Date
 
     public init(settings: Settings, sender: any VoIPPushSending, publisher: any OutcomePublishing,
                 cancels: CancelSignals, dedupe: PartitionDedupe, ackTokens: AckTokenSigner,
                 credentials: CredentialCircuit = CredentialCircuit(),
-                logger: Logger, metrics: WorkerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+                logger: Logger, metrics: WorkerMetrics? = nil, health: WorkerHealth? = nil,
+                now: @escaping @Sendable () -> Date = { Date() }) {
         self.settings = settings
         self.sender = sender
         self.publisher = publisher
@@ -59,20 +64,22 @@ public struct DeliveryProcessor: Sendable {
         self.credentials = credentials
         self.logger = logger
         self.metrics = metrics
+        self.health = health
         self.now = now
     }
 
     /// What an event is, learned before its delivery task starts.
     public enum Intake: Sendable {
-        /// A cancel, already in effect.
-        case cancelled
+        /// A cancel, already in effect; its marker status is still to be written.
+        case cancel(CancelRequest)
         case ring(RingRequest)
         case invalid(ContractError)
     }
 
     /// Decodes an event and applies a cancel at once. The consume loop calls this in partition
-    /// order before it starts the event's task, so a ring that follows its cancel in the topic
-    /// always sees it (delivery tasks run concurrently and may start in any order).
+    /// order as it reads, before the event waits for anything, so a ring that follows its cancel in
+    /// the topic always sees it, and a cancel stops a ring read before it that is still waiting or
+    /// backing off (delivery tasks run concurrently and may start in any order).
     public func intake(_ event: InboundEvent) -> Intake {
         let request: CallRequest
         do {
@@ -84,7 +91,7 @@ public struct DeliveryProcessor: Sendable {
         case .cancel(let cancel):
             cancels.cancel(callId: cancel.callId, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
             logger.info("call cancelled", metadata: ["call.id": "\(cancel.callId)"])
-            return .cancelled
+            return .cancel(cancel)
         case .ring(let ring):
             return .ring(ring)
         }
@@ -93,8 +100,8 @@ public struct DeliveryProcessor: Sendable {
     /// Processes an event whose intake is done (see `intake(_:)`).
     public func process(_ intake: Intake, event: InboundEvent) async -> DeliveryResult {
         switch intake {
-        case .cancelled:
-            return .finished(nil)
+        case .cancel(let cancel):
+            return await recordCancel(cancel, event: event)
         case .invalid(let error):
             return await reject(event, error: error)
         case .ring(let ring):
@@ -110,239 +117,279 @@ public struct DeliveryProcessor: Sendable {
         await process(intake(event), event: event)
     }
 
+    // MARK: - Cancel
+
+    /// Makes a processed cancel durable: a `cancelled` status with no device (the call-level marker),
+    /// from which a new owner of the partition rebuilds its cancel memory. Written for every cancel,
+    /// also one that comes before its ring, so a restart, a rebalance or a replay never rings a
+    /// cancelled call.
+    private func recordCancel(_ cancel: CancelRequest, event: InboundEvent) async -> DeliveryResult {
+        let marker = CallStatus(callId: cancel.callId, state: .cancelled, attempt: 0, replay: 0, at: now(),
+                                error: cancel.reason.map { .init(code: "cancel", message: String($0.prefix(256))) },
+                                worker: settings.workerID)
+        switch await durably({ try await publisher.publish(status: marker, partition: event.partition) }) {
+        case .written: return .finished(.cancelled)
+        case .handedBack: return .handedBack
+        case .refused(let code):
+            // Nothing else to keep: the cancel is in effect here and in the request topic.
+            logger.critical("cannot write the cancel marker; a new owner of the partition will not know of this cancel",
+                            metadata: ["call.id": "\(cancel.callId)", "kafka.error.code": "\(code)"])
+            return .finished(nil)
+        }
+    }
+
     // MARK: - Ring
 
     private func deliver(_ ring: RingRequest, event: InboundEvent) async -> DeliveryResult {
         let deviceKey = DeviceKey.make(token: ring.device.token)
-        var status = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app,
+        let status = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app,
                                 state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID)
         let log = DeliveryLog(logger: logger, ring: ring, deviceKey: deviceKey)
 
         // Dedupe first: a redelivered event whose delivery was already handled (e.g. `sent`) is a
         // duplicate even when its deadline has passed since — reporting it `expired` would tell
-        // the backend the phone did not ring when it did.
+        // the backend the phone did not ring when it did. The store is this assignment's: a late
+        // hand-back after the partition was assigned again does not touch the new one's.
+        let store = dedupe.store(for: event.partition)
         let key = DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
-        guard dedupe.insert(key, ringDeadline: ring.ringDeadline, partition: event.partition) else {
+        guard store.insert(key, ringDeadline: ring.ringDeadline) else {
             log(.info, "duplicate delivery, not pushed")
-            status.state = .duplicate
-            return await finish(status, event: event)
+            var duplicate = status
+            duplicate.state = .duplicate
+            return await finish(duplicate, event: event)
         }
-        let result = await deliverOnce(ring, event: event, status: status, deviceKey: deviceKey, log: log)
-        if result == .handedBack { dedupe.release(key, partition: event.partition) }
+        let (result, accepted) = await run(ring, event: event, status: status, deviceKey: deviceKey, log: log)
+        // Handed back without a durable outcome: the next copy must not be answered `duplicate` — unless
+        // APNs accepted a push of it (then answering `duplicate` is right, and pushing again is not).
+        if result == .handedBack, !accepted { store.remove(key) }
         return result
     }
 
-    /// A delivery that passed dedupe: expiry, cancellation, then the push with its retries.
-    private func deliverOnce(_ ring: RingRequest, event: InboundEvent, status: CallStatus, deviceKey: String,
-                             log: DeliveryLog) async -> DeliveryResult {
-        var status = status
-        if ring.isExpired(at: now()) {
-            return await finish(status, event: event)
-        }
-        if cancels.isCancelled(ring.callId) {
-            status.state = .cancelled
-            return await finish(status, event: event)
-        }
-
+    /// A delivery that passed dedupe, driven through `DeliveryStateMachine`. Returns the result and
+    /// whether APNs accepted a push of it.
+    private func run(_ ring: RingRequest, event: InboundEvent, status: CallStatus, deviceKey: String,
+                     log: DeliveryLog) async -> (DeliveryResult, accepted: Bool) {
         let payload: Data
         do {
             let ackToken = ackTokens.token(callId: ring.callId, deviceKey: deviceKey)
             payload = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
         } catch {
-            return await reject(event, error: error, ring: ring)
+            return (await reject(event, error: error, ring: ring), false)
         }
         let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
-        var renewedToken = false
-
+        let scope = CredentialScope(app: ring.app, environment: ring.device.environment)
+        var machine = DeliveryStateMachine(ring: ring, status: status,
+                                           settings: .init(retry: settings.retry, attemptTimeout: settings.attemptTimeout))
+        var accepted = false
+        var action = machine.begin(now: now(), callCancelled: cancels.isCancelled(ring.callId))
         while true {
-            if Task.isCancelled { return .handedBack }
-            let start = now()
-            guard ring.ringDeadline.timeIntervalSince(start) > settings.retry.minimumRemaining.seconds else {
-                status.state = .expired
-                return await finish(status, event: event)
-            }
-            let admission = credentials.admit(app: ring.app, now: start)
-            if case .suspended(let until, let reason) = admission {
-                status.state = .failed
-                status.apns = nil
-                status.at = start
-                status.error = .init(code: Self.suspendedCode,
-                                     message: "not pushed: APNs refused the credentials of app \(ring.app) (\(reason)); "
-                                         + "its pushes are suspended until \(ContractCoding.format(until))")
-                return await finish(status, event: event, deadLetter: true)
-            }
-            status.attempt += 1
-            let push = VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment,
-                                apnsID: apnsID, expiration: ring.ringDeadline, payload: payload,
-                                deadline: min(ring.ringDeadline, start.addingTimeInterval(settings.attemptTimeout.seconds)))
-            let sentAt = ContinuousClock.now
-            let attempt = await sender.send(push)
-            metrics?.apnsLatency(app: ring.app, ContinuousClock.now - sentAt)
-            status.apns = attempt.details
-            status.at = now()
-            recordCredentialEvidence(attempt, app: ring.app, probe: admission == .probe)
-
-            switch attempt.disposition {
-            case .sent:
-                status.state = .sent
-                log(.info, "push sent", metadata: ["apns.attempt": "\(status.attempt)"])
-                return await finish(status, event: event, evenIfCancelled: true)
-            case .tokenDead, .requestInvalid, .credentialsInvalid:
-                status.state = .failed
-                status.error = .init(code: attempt.reason ?? "status-\(attempt.status ?? 0)", message: attempt.disposition.explanation)
-                log(.warning, "push failed", metadata: ["apns.reason": "\(attempt.reason ?? "-")", "apns.status": "\(attempt.status ?? 0)"])
-                return await finish(status, event: event, deadLetter: true, evenIfCancelled: true)
-            case .renewTokenAndRetry where !renewedToken:
-                renewedToken = true
-                await sender.renewToken(app: ring.app)
-                status.state = .retrying
-                guard await publishDurably(status, partition: event.partition) else { return .handedBack }
-                continue
-            case .renewTokenAndRetry, .retry:
-                if cancels.isCancelled(ring.callId) {
-                    status.state = .cancelled
-                    return await finish(status, event: event)
+            switch action {
+            case .admit:
+                let at = now()
+                action = machine.admitted(credentials.admit(scope, now: at), now: at, taskCancelled: Task.isCancelled)
+            case .push(let deadline):
+                let push = VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment,
+                                    apnsID: apnsID, expiration: ring.ringDeadline, payload: payload, deadline: deadline)
+                let sentAt = ContinuousClock.now
+                let attempt = await sender.send(push)
+                metrics?.apnsLatency(app: ring.app, ContinuousClock.now - sentAt)
+                accepted = accepted || attempt.disposition == .sent
+                recordCredentialEvidence(machine.credentialEvidence(of: attempt), scope: scope, probe: machine.probing, reason: attempt.reason)
+                action = machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(ring.callId))
+            case .recordRetry(let retrying, let reason):
+                metrics?.retry(app: ring.app, reason: reason)
+                log(.info, "push will be retried", metadata: ["apns.reason": "\(reason ?? "-")"])
+                guard case .written = await durably({ try await publisher.publish(status: retrying, partition: event.partition) }) else {
+                    return (.handedBack, accepted)
                 }
-                let decision = attempt.disposition == .retry
-                    ? settings.retry.decide(afterAttempt: status.attempt, now: now(), ringDeadline: ring.ringDeadline,
-                                            minimumDelay: attempt.minimumRetryDelay)
-                    : .giveUp
-                switch decision {
-                case .expire:
-                    status.state = .expired
-                    return await finish(status, event: event)
-                case .giveUp:
-                    status.state = .failed
-                    status.error = .init(code: attempt.reason ?? "retries-exhausted",
-                                         message: "gave up after \(status.attempt) attempts")
-                    return await finish(status, event: event, deadLetter: true)
-                case .retry(let delay):
-                    status.state = .retrying
-                    metrics?.retry(app: ring.app, reason: attempt.reason)
-                    log(.info, "push will be retried", metadata: ["apns.reason": "\(attempt.reason ?? "-")", "retry.delay_ms": "\(Int(delay.seconds * 1000))"])
-                    guard await publishDurably(status, partition: event.partition) else { return .handedBack }
-                    status.apns = nil
-                    if await cancels.sleep(for: delay, unlessCancelled: ring.callId) {
-                        status.state = .cancelled
-                        status.at = now()
-                        return await finish(status, event: event)
-                    }
+                action = machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring.callId), taskCancelled: Task.isCancelled)
+            case .backOff(let delay):
+                let cancelled = await cancels.sleep(for: delay, unlessCancelled: ring.callId)
+                action = machine.wokeUp(now: now(), callCancelled: cancelled, taskCancelled: Task.isCancelled)
+            case .finish(let outcome, let deadLetter, let pushed):
+                switch outcome.state {
+                case .sent:
+                    log(.info, "push sent", metadata: ["apns.attempt": "\(outcome.attempt)"])
+                case .failed where pushed:
+                    log(.warning, "push failed", metadata: ["apns.reason": "\(outcome.apns?.reason ?? "-")",
+                                                            "apns.status": "\(outcome.apns?.status ?? 0)"])
+                default:
+                    break
                 }
+                return (await finish(outcome, event: event, deadLetter: deadLetter, evenIfCancelled: pushed), accepted)
+            case .handBack:
+                return (.handedBack, accepted)
             }
         }
     }
 
     /// Error code of a delivery not pushed because its app is suspended (`CredentialCircuit`).
     public static let suspendedCode = "app-suspended"
+    /// DLQ error code of an event whose status could not be written (the status topic refused it).
+    public static let statusUnwritableCode = "status-unwritable"
+    /// The bytes of the original request kept when the whole does not fit the DLQ topic.
+    static let truncatedBytes = 1_024
 
-    private func recordCredentialEvidence(_ attempt: PushAttempt, app: String, probe: Bool) {
-        let evidence: CredentialCircuit.Evidence = switch attempt.disposition {
-        case .credentialsInvalid: .refused(reason: attempt.reason ?? "status-\(attempt.status ?? 0)")
-        case .sent, .tokenDead, .requestInvalid: .accepted
-        case .retry, .renewTokenAndRetry: .inconclusive
-        }
-        if let until = credentials.record(app: app, evidence, probe: probe, now: now()) {
+    private func recordCredentialEvidence(_ evidence: CredentialCircuit.Evidence, scope: CredentialScope, probe: Bool, reason: String?) {
+        if let until = credentials.record(scope, evidence, probe: probe, now: now()) {
             logger.error("APNs refused the app's credentials; its pushes are suspended (fix the key or certificate, then replay the DLQ)",
-                         metadata: ["app": "\(app)", "apns.reason": "\(attempt.reason ?? "-")",
-                                    "suspended.until": "\(ContractCoding.format(until))"])
+                         metadata: ["app": "\(scope.app)", "apns.environment": "\(scope.environment.rawValue)",
+                                    "apns.reason": "\(reason ?? "-")", "suspended.until": "\(ContractCoding.format(until))"])
         } else if probe, evidence == .accepted {
-            logger.notice("APNs accepted the app's credentials again; pushes resumed", metadata: ["app": "\(app)"])
+            logger.notice("APNs accepted the app's credentials again; pushes resumed",
+                          metadata: ["app": "\(scope.app)", "apns.environment": "\(scope.environment.rawValue)"])
         }
     }
 
     // MARK: - Outcomes
 
-    /// An invalid event: `rejected` status (when a call id can be read) and a DLQ record.
+    /// The app as a metric label: configured apps only, so an event cannot add label values.
+    private func appLabel(_ app: String?) -> String? {
+        guard let app else { return nil }
+        return settings.apps.contains(app) ? app : "unknown"
+    }
+
+    /// An invalid event: a DLQ record and, when a call id can be read, a `rejected` status.
     private func reject(_ event: InboundEvent, error: ContractError, ring: RingRequest? = nil) async -> DeliveryResult {
         logger.warning("event rejected", metadata: [
             "call.id": "\(ring?.callId ?? event.keyAsCallID ?? "-")", "kafka.partition": "\(event.partition)",
             "kafka.offset": "\(event.offset)", "error.code": "\(error.code.rawValue)", "error.reason": "\(error.description)",
         ])
-        let headers = deadLetterHeaders(event, code: error.code.rawValue, reason: error.description, attempts: 0)
-        guard await durably({ try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) }) else {
-            return .handedBack
+        let errorInfo = CallStatus.ErrorInfo(code: error.code.rawValue, message: error.description)
+        guard let callId = ring?.callId ?? event.keyAsCallID else {
+            switch await deadLetter(event, error: errorInfo, attempts: 0, evenIfCancelled: false) {
+            case .handedBack: return .handedBack
+            case .written, .refused: return .finished(.rejected)
+            }
         }
-        metrics?.deadLetter(code: error.code.rawValue)
-        metrics?.outcome(app: ring?.app, state: .rejected, reason: error.code.rawValue)
-        guard let callId = ring?.callId ?? event.keyAsCallID else { return .finished(.rejected) }
         let status = CallStatus(callId: callId, deviceId: ring?.device.id,
                                 deviceKey: ring.map { DeviceKey.make(token: $0.device.token) }, app: ring?.app,
                                 state: .rejected, attempt: 0, replay: ring?.replay ?? 0, at: now(),
-                                error: .init(code: error.code.rawValue, message: error.description), worker: settings.workerID)
-        guard await publishDurably(status, partition: event.partition) else { return .handedBack }
-        return .finished(.rejected)
+                                error: errorInfo, worker: settings.workerID)
+        return await finish(status, event: event, deadLetter: true)
     }
 
-    /// Writes the terminal status (and the DLQ record first, when asked) durably.
+    /// Writes the outcome durably: the DLQ record first (when asked), then the status.
+    ///
+    /// A record the topic will never take (`OutcomeWriteFailure.permanent`) ends the delivery
+    /// anyway, so one bad record cannot hold its partition for ever:
+    /// - a DLQ record too large for the topic is written again with only its first
+    ///   `truncatedBytes` bytes and `callpush-original-bytes` (the original stays at its partition
+    ///   and offset, named in the headers); a DLQ record refused even so is logged at critical;
+    /// - a status that cannot be written sends the event to the DLQ (when it is not there yet) with
+    ///   error `status-unwritable`, so the event is kept for replay.
     private func finish(_ status: CallStatus, event: InboundEvent, deadLetter: Bool = false,
                         evenIfCancelled: Bool = false) async -> DeliveryResult {
+        var deadLettered = false
         if deadLetter {
-            let headers = deadLetterHeaders(event, code: status.error?.code ?? status.state.rawValue,
-                                            reason: status.error?.message ?? status.state.rawValue, attempts: status.attempt)
-            guard await durably({ try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) },
-                                evenIfCancelled: evenIfCancelled) else { return .handedBack }
-            metrics?.deadLetter(code: status.error?.code ?? status.state.rawValue)
+            switch await self.deadLetter(event, error: status.error ?? .init(code: status.state.rawValue), attempts: status.attempt,
+                                         evenIfCancelled: evenIfCancelled) {
+            case .handedBack: return .handedBack
+            case .written: deadLettered = true
+            case .refused: break
+            }
         }
-        guard await publishDurably(status, partition: event.partition, evenIfCancelled: evenIfCancelled) else { return .handedBack }
-        metrics?.outcome(app: status.app, state: status.state, reason: status.error?.code ?? status.apns?.reason)
+        switch await durably({ try await publisher.publish(status: status, partition: event.partition) }, evenIfCancelled: evenIfCancelled) {
+        case .handedBack:
+            return .handedBack
+        case .written:
+            metrics?.outcome(app: appLabel(status.app), state: status.state, reason: status.error?.code ?? status.apns?.reason)
+        case .refused(let code):
+            logger.critical("the status topic refused the outcome; the event goes to the DLQ instead", metadata: [
+                "call.id": "\(status.callId)", "call.state": "\(status.state.rawValue)", "kafka.partition": "\(event.partition)",
+                "kafka.offset": "\(event.offset)", "kafka.error.code": "\(code)",
+            ])
+            if !deadLettered {
+                let error = CallStatus.ErrorInfo(code: Self.statusUnwritableCode,
+                                                 message: "the \(status.state.rawValue) status could not be written: \(code)")
+                if case .handedBack = await self.deadLetter(event, error: error, attempts: status.attempt, evenIfCancelled: evenIfCancelled) {
+                    return .handedBack
+                }
+            }
+        }
         return .finished(status.state)
     }
 
-    private func publishDurably(_ status: CallStatus, partition: Int32, evenIfCancelled: Bool = false) async -> Bool {
-        await durably({ try await publisher.publish(status: status, partition: partition) }, evenIfCancelled: evenIfCancelled)
-    }
-
-    /// Retries a write until it is acknowledged. Without `evenIfCancelled` it gives up when the task
-    /// is cancelled (nothing was pushed: the next owner redoes the event). With it — a push went out,
-    /// so its outcome must be recorded or the next owner would ring again — it keeps retrying while
-    /// the delivery runs (a Kafka outage longer than any bound must not strand a delivery that
-    /// nobody redoes while this worker keeps the partition), and once the delivery is cancelled
-    /// (revoke, shutdown) the write goes on in a task that does not inherit the cancellation,
-    /// bounded by `outcomeWriteBound`.
-    private func durably(_ write: @escaping @Sendable () async throws -> Void, evenIfCancelled: Bool = false) async -> Bool {
-        guard evenIfCancelled else { return await retrying(write, until: nil) }
-        if !Task.isCancelled, await retrying(write, until: nil) { return true }
-        let deadline = ContinuousClock.now + settings.outcomeWriteBound
-        return await Task { await self.retrying(write, until: deadline) }.value
-    }
-
-    private func retrying(_ write: @Sendable () async throws -> Void, until deadline: ContinuousClock.Instant?) async -> Bool {
-        var delay = 0.05
-        while true {
-            do {
-                try await write()
-                return true
-            } catch {
-                logger.error("could not write outcome to Kafka; retrying", metadata: ["error": "\(error)"])
-            }
-            if Task.isCancelled { return false }
-            if let deadline, ContinuousClock.now + .seconds(delay) > deadline { return false }
-            try? await Task.sleep(for: .seconds(delay))
-            delay = min(delay * 2, 2)
-        }
-    }
-
-    private func deadLetterHeaders(_ event: InboundEvent, code: String, reason: String, attempts: Int) -> [(String, String)] {
-        [
-            (DeadLetterHeader.error, code),
-            (DeadLetterHeader.reason, reason),
+    /// Dead-letters the event's original bytes (or, when the topic refuses them, a prefix).
+    private func deadLetter(_ event: InboundEvent, error: CallStatus.ErrorInfo, attempts: Int, evenIfCancelled: Bool) async -> WriteOutcome {
+        var headers = [
+            (DeadLetterHeader.error, error.code),
+            (DeadLetterHeader.reason, error.message ?? error.code),
             (DeadLetterHeader.attempts, String(attempts)),
             (DeadLetterHeader.originalPartition, String(event.partition)),
             (DeadLetterHeader.originalOffset, String(event.offset)),
             (DeadLetterHeader.failedAt, ContractCoding.format(now())),
         ]
+        var outcome = await durably({ [headers] in try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) },
+                                    evenIfCancelled: evenIfCancelled)
+        if case .refused = outcome, event.value.count > Self.truncatedBytes {
+            headers.append((DeadLetterHeader.originalBytes, String(event.value.count)))
+            let prefix = Array(event.value.prefix(Self.truncatedBytes))
+            outcome = await durably({ [headers] in try await publisher.deadLetter(key: event.key, value: prefix, headers: headers) },
+                                    evenIfCancelled: evenIfCancelled)
+        }
+        switch outcome {
+        case .written:
+            metrics?.deadLetter(code: error.code)
+        case .refused(let code):
+            logger.critical("the DLQ topic refused the event; it stays only in the request topic", metadata: [
+                "kafka.partition": "\(event.partition)", "kafka.offset": "\(event.offset)", "error.code": "\(error.code)",
+                "kafka.error.code": "\(code)",
+            ])
+        case .handedBack:
+            break
+        }
+        return outcome
     }
-}
 
-extension PushAttempt.Disposition {
-    var explanation: String {
-        switch self {
-        case .sent: "accepted by APNs"
-        case .retry: "temporary failure"
-        case .renewTokenAndRetry: "provider token expired again after renewal"
-        case .tokenDead: "the device token is no longer valid; forget it"
-        case .requestInvalid: "APNs refused the request as invalid"
-        case .credentialsInvalid: "APNs refused the app's credentials"
+    enum WriteOutcome {
+        case written
+        /// The delivery was cancelled before the write was acknowledged.
+        case handedBack
+        /// The topic will never accept the record (`OutcomeWriteFailure.permanent`).
+        case refused(code: String)
+    }
+
+    /// Retries a write until it is acknowledged, or the topic refuses it for good. Without
+    /// `evenIfCancelled` it gives up when the task is cancelled (nothing was pushed: the next owner
+    /// redoes the event). With it — a push went out, so its outcome must be recorded or the next
+    /// owner would ring again — it keeps retrying while the delivery runs (a Kafka outage longer
+    /// than any bound must not strand a delivery that nobody redoes while this worker keeps the
+    /// partition), and once the delivery is cancelled (revoke, shutdown) the write goes on in a
+    /// task that does not inherit the cancellation, bounded by `outcomeWriteBound`.
+    private func durably(_ write: @escaping @Sendable () async throws -> Void, evenIfCancelled: Bool = false) async -> WriteOutcome {
+        guard evenIfCancelled else { return await retrying(write, until: nil) }
+        if !Task.isCancelled {
+            let outcome = await retrying(write, until: nil)
+            if case .handedBack = outcome {} else { return outcome }
+        }
+        let deadline = ContinuousClock.now + settings.outcomeWriteBound
+        return await Task { await self.retrying(write, until: deadline) }.value
+    }
+
+    private func retrying(_ write: @Sendable () async throws -> Void, until deadline: ContinuousClock.Instant?) async -> WriteOutcome {
+        var delay = 0.05
+        while true {
+            do {
+                try await write()
+                health?.recordWrite(succeeded: true)
+                return .written
+            } catch {
+                if case .permanent(let code) = publisher.classify(error) {
+                    metrics?.outcomeWriteRefused(code: code)
+                    return .refused(code: code)
+                }
+                health?.recordWrite(succeeded: false)
+                let (log, suppressed) = health?.shouldLogWriteFailure() ?? (true, 0)
+                if log {
+                    logger.error("could not write outcome to Kafka; retrying",
+                                 metadata: ["error": "\(error)", "failures.not_logged": "\(suppressed)"])
+                }
+            }
+            if Task.isCancelled { return .handedBack }
+            if let deadline, ContinuousClock.now + .seconds(delay) > deadline { return .handedBack }
+            try? await Task.sleep(for: .seconds(delay))
+            delay = min(delay * 2, 2)
         }
     }
 }

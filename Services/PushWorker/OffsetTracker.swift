@@ -10,6 +10,7 @@ public struct OffsetTracker: Sendable {
     private struct Entry: Sendable {
         var offset: Int64
         var finished: Bool
+        var began: ContinuousClock.Instant
     }
 
     private var entries: Deque<Entry> = []
@@ -24,14 +25,18 @@ public struct OffsetTracker: Sendable {
     /// The lowest offset not yet finished, if any.
     public var lowestUnfinished: Int64? { entries.first?.offset }
 
+    /// When the lowest unfinished message was begun (its age is how long the partition's offset
+    /// has been held back).
+    public var oldestBegan: ContinuousClock.Instant? { entries.first?.began }
+
     /// Records that processing of `offset` began. Offsets must be begun in increasing order;
     /// an offset not greater than the last begun one (a re-delivery after a seek) is ignored
     /// and `false` is returned.
     @discardableResult
-    public mutating func begin(_ offset: Int64) -> Bool {
+    public mutating func begin(_ offset: Int64, at now: ContinuousClock.Instant = .now) -> Bool {
         if let last = entries.last, offset <= last.offset { return false }
         if let committable, offset < committable { return false }
-        entries.append(Entry(offset: offset, finished: false))
+        entries.append(Entry(offset: offset, finished: false, began: now))
         return true
     }
 

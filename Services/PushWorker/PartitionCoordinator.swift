@@ -1,12 +1,26 @@
+import CallContract
 import Foundation
 import Logging
 import Locking
 
+/// One delivery's place in its partition's assignment, given to the delivery's work.
+public struct DeliveryTicket: Sendable, Hashable {
+    public var partition: Int32
+    public var offset: Int64
+    /// Which assignment of the partition the delivery belongs to.
+    var generation: Int
+}
+
 /// The worker's view of its partitions: which it owns, what is in flight in each, and which
 /// offset each may store. It implements the rebalance contract:
-/// - on assign, the dedupe state of each new partition is rebuilt before its first message;
-/// - on revoke, in-flight deliveries of the revoked partitions get `drainTimeout` to finish and
-///   store their offsets; the rest are cancelled (handed back: the next owner redoes them).
+/// - on assign, the dedupe state and cancel memory of each new partition are rebuilt from the
+///   status topic before its first message is begun (a message that arrives earlier waits);
+/// - on revoke, deliveries of the revoked partitions that have not begun work hand back at once,
+///   those in flight get `drainTimeout` to finish and store their offsets, and the rest are
+///   cancelled and waited for at most `leftoverBound` (a cancelled delivery whose push went out
+///   still writes its outcome, bounded) — so a revoke ends within its bound;
+/// - a partition whose unfinished offsets pile up behind a delivery that does not finish is
+///   paused (`pauseAfter` begun-but-not-stored offsets), so the offset tracker stays bounded.
 ///
 /// Offsets are stored under the lock, right when a delivery's outcome is durable, so a drained
 /// partition's offsets are stored before the Kafka layer commits and unassigns it.
@@ -14,30 +28,65 @@ public final class PartitionCoordinator: Sendable {
     private struct Partition {
         var tracker = OffsetTracker()
         var inFlight: [Int64: Task<DeliveryResult, Never>] = [:]
+        /// Offsets whose task has not begun work (waits for an in-flight slot).
+        var waiting: Set<Int64> = []
         /// Highest offset begun in this assignment.
         var lastBegun: Int64?
         /// Which assignment of the partition this is. A delivery of an earlier assignment that
         /// ends late (it was cancelled by a revoke and handed back) must not touch this one.
-        var generation = 0
+        var generation: Int
+        /// Paused because too many offsets are begun and not stored.
+        var paused = false
+        /// Being revoked: no new delivery begins.
+        var revoking = false
     }
 
     private struct State {
         var partitions: [Int32: Partition] = [:]
-        var revoked: Set<Int32> = []
+        /// Partitions whose `assigned` is running, with its token.
+        var assigning: [Int32: Int] = [:]
+        /// Messages waiting for a partition's `assigned` to finish.
+        var settled: [Int32: [CheckedContinuation<Void, Never>]] = [:]
         var storeOffset: (@Sendable (Int32, Int64) throws -> Void)?
+        var pause: (@Sendable (Int32, Bool) -> Void)?
         var generations = 0
+    }
+
+    /// What `start` did with a message.
+    public enum Start {
+        /// Its delivery runs in this task.
+        case started(Task<DeliveryResult, Never>)
+        /// Not begun: the message belongs to an earlier assignment, or was already begun.
+        case stale
+        /// Its partition's assignment is still being set up: wait (`assignmentSettled`) and start again.
+        case waitForAssignment
     }
 
     private let state = Locked(State())
     private let dedupe: PartitionDedupe
-    private let history: StatusHistoryReader?
+    private let cancels: CancelSignals?
+    private let cancelMemory: Duration
+    private let history: (any StatusHistoryRebuilding)?
     private let drainTimeout: Duration
+    /// How long cancelled leftovers of a revoke are waited for.
+    private let leftoverBound: Duration
+    private let pauseAfter: Int
+    private let health: WorkerHealth?
+    private let metrics: WorkerMetrics?
     private let logger: Logger
 
-    public init(dedupe: PartitionDedupe, history: StatusHistoryReader?, drainTimeout: Duration, logger: Logger) {
+    public init(dedupe: PartitionDedupe, history: (any StatusHistoryRebuilding)?, drainTimeout: Duration,
+                leftoverBound: Duration = .seconds(20), cancels: CancelSignals? = nil, cancelMemory: Duration = .seconds(600),
+                pauseAfter: Int = 20_000, health: WorkerHealth? = nil, metrics: WorkerMetrics? = nil, logger: Logger) {
         self.dedupe = dedupe
         self.history = history
         self.drainTimeout = drainTimeout
+        self.leftoverBound = leftoverBound
+        self.cancels = cancels
+        self.cancelMemory = cancelMemory
+        self.pauseAfter = max(1, pauseAfter)
+        self.health = health
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -46,11 +95,16 @@ public final class PartitionCoordinator: Sendable {
         state.withLock { $0.storeOffset = store }
     }
 
+    /// Sets how a partition's fetching is paused (true) and resumed (false).
+    public func setPauseControl(_ pause: @escaping @Sendable (Int32, Bool) -> Void) {
+        state.withLock { $0.pause = pause }
+    }
+
     /// Partitions owned now.
     public var owned: [Int32] { state.withLock { $0.partitions.keys.sorted() } }
 
-    /// Deliveries in flight across partitions.
-    public var inFlightCount: Int { state.withLock { $0.partitions.values.reduce(0) { $0 + $1.inFlight.count } } }
+    /// Deliveries at work across partitions (not counting those waiting for an in-flight slot).
+    public var inFlightCount: Int { state.withLock { $0.partitions.values.reduce(0) { $0 + $1.inFlight.count - $1.waiting.count } } }
 
     /// For each owned partition, the first offset not yet finished (nil until a message was seen):
     /// the consumer lag is the partition's high watermark minus this.
@@ -62,50 +116,131 @@ public final class PartitionCoordinator: Sendable {
         }
     }
 
-    // MARK: Rebalance
-
-    /// New partitions: rebuild their dedupe state from the status topic, then accept their messages.
-    public func assigned(_ partitions: [Int32]) async {
-        let stores = await history?.rebuild(partitions: partitions, makeStore: dedupe.makeStore) ?? [:]
+    /// For each owned partition with unfinished messages, how long its lowest one has been unfinished.
+    public func oldestUnfinished(now: ContinuousClock.Instant = .now) -> [Int32: Duration] {
         state.withLock { state in
-            for partition in partitions {
-                dedupe.install(stores[partition] ?? dedupe.makeStore(), partition: partition)
-                state.revoked.remove(partition)
-                state.generations += 1
-                state.partitions[partition] = Partition(generation: state.generations)
-            }
+            state.partitions.compactMapValues { $0.tracker.oldestBegan.map { now - $0 } }
         }
-        logger.info("partitions assigned", metadata: ["kafka.partitions": "\(partitions.sorted())"])
     }
 
-    /// Partitions moving away: stop accepting their messages, let in-flight work finish within the
-    /// bound, cancel the rest, and forget them.
+    // MARK: Rebalance
+
+    /// New partitions: rebuild their dedupe state and cancel memory from the status topic, then
+    /// accept their messages. A revoke of a partition while this runs voids its assignment here.
+    public func assigned(_ partitions: [Int32]) async {
+        let token = state.withLock { state in
+            state.generations += 1
+            for partition in partitions { state.assigning[partition] = state.generations }
+            return state.generations
+        }
+        var stores = Dictionary(uniqueKeysWithValues: partitions.map { ($0, dedupe.makeStore()) })
+        var coverage: [Int32: StatusHistoryCoverage] = [:]
+        if let history {
+            let cancels = self.cancels
+            let cancelMemory = cancelMemory
+            coverage = await history.rebuild(
+                partitions: partitions, now: Date(),
+                handled: { partition, key, until in stores[partition]?.remember(key, until: until) },
+                cancelled: { _, callId, at in cancels?.cancel(callId: callId, forgetAfter: at.addingTimeInterval(cancelMemory.seconds)) })
+        }
+        let (installed, waiters) = state.withLock { state -> ([Int32], [CheckedContinuation<Void, Never>]) in
+            var installed: [Int32] = []
+            var waiters: [CheckedContinuation<Void, Never>] = []
+            for partition in partitions where state.assigning[partition] == token {
+                state.assigning[partition] = nil
+                dedupe.install(stores[partition] ?? dedupe.makeStore(), partition: partition)
+                state.generations += 1
+                state.partitions[partition] = Partition(generation: state.generations)
+                installed.append(partition)
+                waiters += state.settled.removeValue(forKey: partition) ?? []
+            }
+            return (installed, waiters)
+        }
+        for waiter in waiters { waiter.resume() }
+        recordCoverage(coverage, of: installed)
+        logger.info("partitions assigned", metadata: ["kafka.partitions": "\(installed.sorted())"])
+    }
+
+    private func recordCoverage(_ coverage: [Int32: StatusHistoryCoverage], of partitions: [Int32]) {
+        let now = Date()
+        for partition in partitions {
+            let result = coverage[partition] ?? .complete
+            if history != nil {
+                let name = switch result { case .complete: "complete"; case .partial: "partial"; case .failed: "failed" }
+                metrics?.rebuild(result: name)
+            }
+            switch result {
+            case .complete:
+                health?.setDedupeCoverage(partition: partition, incompleteUntil: nil)
+            case .partial(let reachedBack):
+                // The statuses not read are older than `reachedBack`: they matter while a delivery they
+                // record could be redelivered, i.e. within the dedupe window from now.
+                let until = (reachedBack ?? now).addingTimeInterval(cancelMemory.seconds)
+                health?.setDedupeCoverage(partition: partition, incompleteUntil: until)
+                logger.error("dedupe rebuilt only in part: deliveries handled before the statuses read may be pushed again",
+                             metadata: ["kafka.partition": "\(partition)",
+                                        "reached_back": "\(reachedBack.map(ContractCoding.format) ?? "-")"])
+            case .failed(let reason):
+                health?.setDedupeCoverage(partition: partition, incompleteUntil: now.addingTimeInterval(cancelMemory.seconds))
+                logger.error("dedupe rebuild failed: deliveries handled before may be pushed again",
+                             metadata: ["kafka.partition": "\(partition)", "error": "\(reason)"])
+            }
+        }
+    }
+
+    /// Partitions moving away: stop accepting their messages, hand back what has not begun, let
+    /// in-flight work finish within the bound, cancel the rest, and forget them.
     ///
     /// When the Kafka layer stops waiting for this (its revoke bound) and the partition is
     /// assigned again before this returns, the end of this leaves the new assignment alone.
     public func revoked(_ partitions: [Int32]) async {
         let (handles, generations) = state.withLock { state -> ([Task<DeliveryResult, Never>], [Int32: Int]) in
-            state.revoked.formUnion(partitions)
-            let handles = partitions.flatMap { state.partitions[$0]?.inFlight.values.map { $0 } ?? [] }
-            return (handles, partitions.reduce(into: [:]) { $0[$1] = state.partitions[$1]?.generation })
+            var handles: [Task<DeliveryResult, Never>] = []
+            var generations: [Int32: Int] = [:]
+            for partition in partitions {
+                state.assigning[partition] = nil
+                guard let owned = state.partitions[partition] else { continue }
+                state.partitions[partition]!.revoking = true
+                generations[partition] = owned.generation
+                for (offset, task) in owned.inFlight {
+                    if owned.waiting.contains(offset) { task.cancel() }
+                    handles.append(task)
+                }
+            }
+            return (handles, generations)
         }
         let drained = await Self.awaitAll(handles, within: drainTimeout)
         if !drained {
             logger.warning("revoked partitions did not drain in time; handing back unfinished deliveries",
                            metadata: ["kafka.partitions": "\(partitions.sorted())"])
+            for handle in handles { handle.cancel() }
+            if await !Self.awaitAll(handles, within: leftoverBound) {
+                logger.error("deliveries of revoked partitions still running after the bound; their outcomes may be written late",
+                             metadata: ["kafka.partitions": "\(partitions.sorted())"])
+            }
         }
-        state.withLock { state in
-            let ended = partitions.filter { state.partitions[$0]?.generation == generations[$0] }
+        let resumed = state.withLock { state -> [Int32] in
+            let ended = partitions.filter { state.partitions[$0] != nil && state.partitions[$0]?.generation == generations[$0] }
+            let resumed = ended.filter { state.partitions[$0]?.paused == true }
             for partition in ended { state.partitions[partition] = nil }
             dedupe.remove(partitions: ended)
+            health?.retain(partitions: Set(state.partitions.keys))
+            return resumed
+        }
+        if !resumed.isEmpty, let pause = state.withLock({ $0.pause }) {
+            for partition in resumed { pause(partition, false) }  // librdkafka keeps a pause across re-assignment
         }
         logger.info("partitions revoked", metadata: ["kafka.partitions": "\(partitions.sorted())", "drained": "\(drained)"])
     }
 
-    /// Waits for every in-flight delivery (graceful shutdown), cancelling what is left after the bound.
+    /// Waits for every in-flight delivery (graceful shutdown), cancelling what is left after the
+    /// bound and waiting for that at most `leftoverBound`.
     public func drainAll() async -> Bool {
         let handles = state.withLock { state in state.partitions.values.flatMap { $0.inFlight.values.map { $0 } } }
-        return await Self.awaitAll(handles, within: drainTimeout)
+        if await Self.awaitAll(handles, within: drainTimeout) { return true }
+        for handle in handles { handle.cancel() }
+        _ = await Self.awaitAll(handles, within: leftoverBound)
+        return false
     }
 
     /// Cancels every in-flight delivery without waiting (they hand back; offsets stay unstored).
@@ -114,73 +249,145 @@ public final class PartitionCoordinator: Sendable {
         for handle in handles { handle.cancel() }
     }
 
-    /// Waits for `handles`; after `bound` cancels the ones still running and waits for them to hand back.
+    /// Whether all `handles` ended within `bound` (they are not cancelled here).
     private static func awaitAll(_ handles: [Task<DeliveryResult, Never>], within bound: Duration) async -> Bool {
         guard !handles.isEmpty else { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
+        let once = OnceBox()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            once.set(continuation)
+            let waiter = Task {
                 for handle in handles { _ = await handle.value }
-                return true
+                once.resume(true)
             }
-            group.addTask {
+            Task {
                 try? await Task.sleep(for: bound)
-                return false
+                once.resume(false)  // `waiter` ends with the handles, which are bounded themselves
+                _ = waiter
             }
-            let first = await group.next() ?? true
-            if !first { for handle in handles { handle.cancel() } }
-            group.cancelAll()
-            return first
         }
     }
 
     // MARK: Deliveries
 
-    /// Starts processing `event` in its own task, or returns nil when its partition is being
-    /// revoked (the message will be delivered to the partition's next owner), the offset was
-    /// already begun (a re-delivery inside this assignment) or `isCurrent` says the message was
-    /// fetched in an earlier assignment of the partition.
-    ///
-    /// `isCurrent` is asked under the coordinator's lock, after the caller may have waited (for
-    /// in-flight room) across a revoke and a new assignment of the same partition. Such a stale
-    /// message must not be begun: the new assignment re-delivers from the committed offset, and
-    /// begun first, the stale offset would make the tracker skip the earlier re-delivered ones
-    /// and then store past them (lost calls).
-    public func start(
-        _ event: InboundEvent,
-        isCurrent: () -> Bool = { true },
-        _ work: @escaping @Sendable () async -> DeliveryResult
-    ) -> Task<DeliveryResult, Never>? {
-        state.withLock { state -> Task<DeliveryResult, Never>? in
-            guard !state.revoked.contains(event.partition), isCurrent() else { return nil }
-            // Mutated in place (`partitions[p]!.…`): a copy taken out and written back would copy the
-            // in-flight table (hundreds of entries) on every event.
-            if state.partitions[event.partition] == nil { state.partitions[event.partition] = Partition() }
-            guard state.partitions[event.partition]!.tracker.begin(event.offset) else { return nil }
-            state.partitions[event.partition]!.lastBegun = event.offset
-            let generation = state.partitions[event.partition]!.generation
-            let task = Task {
-                let result = await work()
-                self.complete(event, result, generation: generation)
-                return result
+    /// Waits until `partition`'s assignment is set up (`start` answered `.waitForAssignment`).
+    public func assignmentSettled(_ partition: Int32) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let pending = state.withLock { state -> Bool in
+                guard state.assigning[partition] != nil else { return false }
+                state.settled[partition, default: []].append(continuation)
+                return true
             }
-            state.partitions[event.partition]!.inFlight[event.offset] = task
-            return task
+            if !pending { continuation.resume() }
         }
     }
 
-    private func complete(_ event: InboundEvent, _ result: DeliveryResult, generation: Int) {
+    /// Begins `event` and runs `work` for it in its own task. The task counts as waiting until the
+    /// work calls `beginWork(_:)` (it may first wait for an in-flight slot): a revoke hands such
+    /// deliveries back at once.
+    ///
+    /// `isCurrent` is asked under the coordinator's lock, after the caller may have waited across a
+    /// revoke and a new assignment of the same partition. Such a stale message must not be begun:
+    /// the new assignment re-delivers from the committed offset, and begun first, the stale offset
+    /// would make the tracker skip the earlier re-delivered ones and then store past them (lost calls).
+    public func start(
+        _ event: InboundEvent,
+        isCurrent: () -> Bool = { true },
+        _ work: @escaping @Sendable (DeliveryTicket) async -> DeliveryResult
+    ) -> Start {
+        let (start, pauseNow) = state.withLock { state -> (Start, (@Sendable (Int32, Bool) -> Void)?) in
+            if state.assigning[event.partition] != nil { return (.waitForAssignment, nil) }
+            guard let partition = state.partitions[event.partition], !partition.revoking, isCurrent() else { return (.stale, nil) }
+            // Mutated in place (`partitions[p]!.…`): a copy taken out and written back would copy the
+            // in-flight table (hundreds of entries) on every event.
+            guard state.partitions[event.partition]!.tracker.begin(event.offset) else { return (.stale, nil) }
+            state.partitions[event.partition]!.lastBegun = event.offset
+            let ticket = DeliveryTicket(partition: event.partition, offset: event.offset,
+                                        generation: state.partitions[event.partition]!.generation)
+            let task = Task {
+                let result = await work(ticket)
+                self.complete(ticket, result)
+                return result
+            }
+            state.partitions[event.partition]!.inFlight[event.offset] = task
+            state.partitions[event.partition]!.waiting.insert(event.offset)
+            var pause: (@Sendable (Int32, Bool) -> Void)?
+            if !state.partitions[event.partition]!.paused, state.partitions[event.partition]!.tracker.inFlight >= pauseAfter {
+                state.partitions[event.partition]!.paused = true
+                pause = state.pause
+            }
+            return (.started(task), pause)
+        }
+        if let pauseNow {
+            logger.warning("partition paused: too many offsets waiting behind an unfinished delivery",
+                           metadata: ["kafka.partition": "\(event.partition)", "kafka.offset": "\(event.offset)"])
+            pauseNow(event.partition, true)
+        }
+        return start
+    }
+
+    /// The delivery begins its work (it has its in-flight slot). False when its partition was
+    /// revoked meanwhile: hand back.
+    public func beginWork(_ ticket: DeliveryTicket) -> Bool {
         state.withLock { state in
-            guard state.partitions[event.partition]?.generation == generation else { return }
-            state.partitions[event.partition]!.inFlight[event.offset] = nil
-            if case .finished = result, let next = state.partitions[event.partition]!.tracker.finish(event.offset) {
+            guard state.partitions[ticket.partition]?.generation == ticket.generation else { return false }
+            state.partitions[ticket.partition]!.waiting.remove(ticket.offset)
+            return true
+        }
+    }
+
+    private func complete(_ ticket: DeliveryTicket, _ result: DeliveryResult) {
+        let resume = state.withLock { state -> (@Sendable (Int32, Bool) -> Void)? in
+            guard state.partitions[ticket.partition]?.generation == ticket.generation else { return nil }
+            state.partitions[ticket.partition]!.inFlight[ticket.offset] = nil
+            state.partitions[ticket.partition]!.waiting.remove(ticket.offset)
+            if case .finished = result, let next = state.partitions[ticket.partition]!.tracker.finish(ticket.offset) {
                 do {
-                    try state.storeOffset?(event.partition, next)
+                    try state.storeOffset?(ticket.partition, next)
                 } catch {
                     logger.warning("could not store offset", metadata: [
-                        "kafka.partition": "\(event.partition)", "kafka.offset": "\(next)", "error": "\(error)",
+                        "kafka.partition": "\(ticket.partition)", "kafka.offset": "\(next)", "error": "\(error)",
                     ])
                 }
             }
+            guard state.partitions[ticket.partition]!.paused,
+                  state.partitions[ticket.partition]!.tracker.inFlight <= pauseAfter / 2 else { return nil }
+            state.partitions[ticket.partition]!.paused = false
+            return state.pause
         }
+        resume?(ticket.partition, false)
+    }
+}
+
+/// Reads what the status history says about newly assigned partitions (`StatusHistoryReader`).
+public protocol StatusHistoryRebuilding: Sendable {
+    /// `handled` gets each delivery in a handled state and until when to remember it; `cancelled`
+    /// each call-level cancel marker (partition, call id, when).
+    func rebuild(partitions: [Int32], now: Date, handled: (Int32, DeliveryKey, Date) -> Void,
+                 cancelled: (Int32, String, Date) -> Void) async -> [Int32: StatusHistoryCoverage]
+}
+
+extension StatusHistoryReader: StatusHistoryRebuilding {}
+
+/// Resumes a continuation once, from whichever side comes first.
+private final class OnceBox: Sendable {
+    private let state = Locked<(continuation: CheckedContinuation<Bool, Never>?, value: Bool?)>((nil, nil))
+
+    func set(_ continuation: CheckedContinuation<Bool, Never>) {
+        let early = state.withLock { state -> Bool? in
+            if let value = state.value { return value }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(returning: early) }
+    }
+
+    func resume(_ value: Bool) {
+        let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard state.value == nil else { return nil }
+            state.value = value
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(returning: value)
     }
 }

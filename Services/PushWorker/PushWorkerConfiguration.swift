@@ -8,7 +8,11 @@ public struct PushWorkerConfiguration: Sendable {
     public var kafka: KafkaConfiguration
     /// Consumer group of all workers. Default `callpush-push-worker`.
     public var groupID = "callpush-push-worker"
-    /// `group.instance.id` for static membership (e.g. the pod name); nil = dynamic membership.
+    /// `group.instance.id` for static membership; nil (the default) = dynamic membership.
+    ///
+    /// Only for identities that survive a replacement (a StatefulSet ordinal): librdkafka 2.0.2's
+    /// static members never send LeaveGroup, so a member that does not come back holds its
+    /// partitions until its session times out (docs/operations.md).
     public var groupInstanceID: String?
     /// Written into statuses (`worker`). Default: host name.
     public var workerID: String
@@ -24,11 +28,25 @@ public struct PushWorkerConfiguration: Sendable {
     public var dedupeWindow: Duration = .seconds(600)
     /// Bound on dedupe entries per partition. Default 200,000.
     public var dedupeCapacity = 200_000
+    /// Bound on remembered cancels (whole worker). Default 200,000.
+    public var cancelCapacity = 200_000
     /// Bound on one dedupe rebuild. Default 20 s (below the consumer's assign bound).
     public var rebuildTimeout: Duration = .seconds(20)
     public var retry = RetryPolicy()
     /// Longest wait for one APNs answer. Default 5 s.
     public var attemptTimeout: Duration = .seconds(5)
+    /// How long a delivery cancelled by a revoke or shutdown keeps writing the outcome of a push
+    /// that went out. Default 10 s.
+    public var outcomeWriteBound: Duration = .seconds(10)
+    /// Bounds of `/readyz` and `/healthz` (`WorkerHealth`).
+    public var health = WorkerHealth.Bounds()
+    /// Begun-but-unstored offsets of one partition (waiting behind an unfinished delivery) at which
+    /// its fetching pauses; it resumes at half. Default 20 × `maxInFlight`, at least 10,000.
+    public var pauseAfterUnstored: Int { max(10_000, 20 * maxInFlight) }
+
+    /// How long a revoke or shutdown waits for deliveries it cancelled after the drain bound: one
+    /// APNs attempt, then the bounded write of its outcome.
+    var leftoverBound: Duration { attemptTimeout + outcomeWriteBound + .seconds(2) }
     /// `session.timeout.ms` of the group member. Default 45 s (longer with static membership).
     public var sessionTimeout: Duration = .seconds(45)
     public var heartbeatInterval: Duration = .seconds(3)
@@ -48,7 +66,7 @@ public struct PushWorkerConfiguration: Sendable {
             // full, so a pause/resume cycle is rare, and when librdkafka takes up to 1 s to fetch
             // again after a resume (docs/kafka.md) the deliveries still have half the buffer to do.
             maxBufferedMessages: max(100, min(maxInFlight * 4, 5_000)),
-            revokeTimeout: drainTimeout + attemptTimeout + .seconds(15),  // + the outcome-write bound of a push that went out
+            revokeTimeout: drainTimeout + leftoverBound + .seconds(3),
             assignTimeout: rebuildTimeout + .seconds(5))
     }
 

@@ -17,31 +17,51 @@ public final class PushWorkerService: Service, Sendable {
     let producer: KafkaProducer
     let coordinator: PartitionCoordinator
     let processor: DeliveryProcessor
+    /// Deliveries pushing or writing at once (`maxInFlight`).
     let limiter: InFlightLimiter
+    /// Events read and not finished: deliveries in flight plus those waiting for a slot, and
+    /// cancels being recorded. The consume loop reads ahead up to this bound, so a cancel behind
+    /// rings that wait for a slot still takes effect at once.
+    let backlog: InFlightLimiter
     let logger: Logger
     /// This worker's metrics (served by `WorkerHTTPServer`).
     public let metrics: WorkerMetrics
+    /// Whether the worker makes progress (`/readyz`, `/healthz`).
+    public let health: WorkerHealth
+    private let pauses: AsyncStream<(Int32, Bool)>
+    private let pauseRequests: AsyncStream<(Int32, Bool)>.Continuation
 
     public init(configuration: PushWorkerConfiguration, sender: any VoIPPushSending, apps: Set<String>,
-                ackTokens: AckTokenSigner, logger: Logger, metrics: WorkerMetrics = WorkerMetrics()) throws {
+                ackTokens: AckTokenSigner, logger: Logger, metrics: WorkerMetrics = WorkerMetrics(),
+                history: (any StatusHistoryRebuilding)? = nil) throws {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
+        let health = WorkerHealth(bounds: configuration.health)
+        self.health = health
         let producer = try KafkaProducer(configuration: configuration.producer, logger: logger)
         self.producer = producer
         let dedupe = PartitionDedupe(retention: configuration.dedupeWindow, capacity: configuration.dedupeCapacity)
-        let history = StatusHistoryReader(kafka: configuration.kafka, statusTopic: configuration.statusTopic,
-                                          window: configuration.dedupeWindow, timeout: configuration.rebuildTimeout, logger: logger)
-        let coordinator = PartitionCoordinator(dedupe: dedupe, history: history, drainTimeout: configuration.drainTimeout, logger: logger)
+        let cancels = CancelSignals(capacity: configuration.cancelCapacity)
+        let coordinator = PartitionCoordinator(
+            dedupe: dedupe,
+            history: history ?? StatusHistoryReader(kafka: configuration.kafka, statusTopic: configuration.statusTopic,
+                                                    window: configuration.dedupeWindow, timeout: configuration.rebuildTimeout, logger: logger),
+            drainTimeout: configuration.drainTimeout, leftoverBound: configuration.leftoverBound,
+            cancels: cancels, cancelMemory: configuration.dedupeWindow,
+            pauseAfter: configuration.pauseAfterUnstored, health: health, metrics: metrics, logger: logger)
         self.coordinator = coordinator
+        var settings = DeliveryProcessor.Settings(workerID: configuration.workerID, apps: apps, retry: configuration.retry,
+                                                  attemptTimeout: configuration.attemptTimeout, cancelMemory: configuration.dedupeWindow)
+        settings.outcomeWriteBound = configuration.outcomeWriteBound
         self.processor = DeliveryProcessor(
-            settings: .init(workerID: configuration.workerID, apps: apps, retry: configuration.retry,
-                            attemptTimeout: configuration.attemptTimeout, cancelMemory: configuration.dedupeWindow),
+            settings: settings,
             sender: sender,
             publisher: KafkaOutcomePublisher(producer: producer, statusTopic: configuration.statusTopic,
                                              deadLetterTopic: configuration.deadLetterTopic),
-            cancels: CancelSignals(), dedupe: dedupe, ackTokens: ackTokens, logger: logger, metrics: metrics)
+            cancels: cancels, dedupe: dedupe, ackTokens: ackTokens, logger: logger, metrics: metrics, health: health)
         self.limiter = InFlightLimiter(limit: configuration.maxInFlight)
+        self.backlog = InFlightLimiter(limit: configuration.maxInFlight + max(100, configuration.maxInFlight))
         let requestsTopic = configuration.requestsTopic
         let consumer = try KafkaConsumer(
             configuration: configuration.consumer,
@@ -53,13 +73,18 @@ public final class PushWorkerService: Service, Sendable {
         coordinator.setOffsetStore { partition, offset in
             try consumer.store(topic: requestsTopic, partition: partition, offset: offset)
         }
+        // Pauses and resumes are applied in the order asked, by one task (`maintain`).
+        (pauses, pauseRequests) = AsyncStream.makeStream(of: (Int32, Bool).self)
+        let requests = pauseRequests
+        coordinator.setPauseControl { partition, paused in requests.yield((partition, paused)) }
     }
 
     /// Partitions this worker owns now.
     public var ownedPartitions: [Int32] { coordinator.owned }
 
     public func run() async throws {
-        logger.info("push-worker starting", metadata: ["worker.id": "\(configuration.workerID)", "kafka.group": "\(configuration.groupID)"])
+        logger.info("push-worker starting", metadata: ["worker.id": "\(configuration.workerID)", "kafka.group": "\(configuration.groupID)",
+                                                       "kafka.group_instance_id": "\(configuration.groupInstanceID ?? "-")"])
         do {
             try await TopicLayoutCheck.run(kafka: configuration.kafka, requestsTopic: configuration.requestsTopic,
                                            statusTopic: configuration.statusTopic, logger: logger)
@@ -72,6 +97,7 @@ public final class PushWorkerService: Service, Sendable {
         var failure: (any Error)?
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.maintain() }
+            group.addTask { await self.applyPauses() }
             do {
                 try await cancelWhenGracefulShutdown { try await self.consume() }
             } catch is CancellationError {
@@ -98,18 +124,45 @@ public final class PushWorkerService: Service, Sendable {
 
     private func consume() async throws {
         for try await message in consumer.messages {
-            guard await limiter.acquire() else { return }
+            guard await backlog.acquire() else { return }
             let event = InboundEvent(partition: message.partition, offset: message.offset, key: message.key, value: message.value)
-            let processor = self.processor
-            let limiter = self.limiter
-            // Cancels take effect here, in partition order, before any later ring's task starts.
+            // A cancel takes effect here, in partition order, before this event or any later one waits
+            // for anything; it needs no in-flight slot (its marker status is written by its task).
             let intake = processor.intake(event)
-            let consumer = self.consumer
-            let task = coordinator.start(event, isCurrent: { consumer.isCurrent(message) }) {
-                defer { limiter.release() }
-                return await processor.process(intake, event: event)
+            let needsSlot = if case .cancel = intake { false } else { true }
+            let (processor, limiter, backlog, coordinator, consumer) = (processor, limiter, backlog, coordinator, consumer)
+            while true {
+                let start = coordinator.start(event, isCurrent: { consumer.isCurrent(message) }) { ticket in
+                    defer { backlog.release() }
+                    if needsSlot, !(await limiter.acquire()) { return .handedBack }
+                    defer { if needsSlot { limiter.release() } }
+                    guard coordinator.beginWork(ticket) else { return .handedBack }
+                    return await processor.process(intake, event: event)
+                }
+                switch start {
+                case .started:
+                    break
+                case .stale:
+                    backlog.release()
+                case .waitForAssignment:
+                    await coordinator.assignmentSettled(event.partition)
+                    continue
+                }
+                break
             }
-            if task == nil { limiter.release() }
+        }
+    }
+
+    /// Pauses or resumes partitions as the coordinator asks (in order).
+    private func applyPauses() async {
+        let topic = configuration.requestsTopic
+        for await (partition, paused) in pauses {
+            let partitions = [KafkaTopicPartition(topic: topic, partition: partition)]
+            do {
+                if paused { try await consumer.pause(partitions) } else { try await consumer.resume(partitions) }
+            } catch {
+                logger.warning("could not pause or resume a partition", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
+            }
         }
     }
 
@@ -150,9 +203,14 @@ public final class PushWorkerService: Service, Sendable {
         metrics.setLags(lags, owned: Set(positions.keys))
     }
 
-    /// Whether the worker should receive work: it owns partitions (and, being constructed, has
-    /// its APNs credentials loaded).
-    public var isReady: Bool { !coordinator.owned.isEmpty }
+    /// Whether the worker makes progress (`WorkerHealth`): ready owns partitions, writes its
+    /// outcomes, finishes its deliveries and has complete dedupe state; live is not stuck for long.
+    public var healthReport: WorkerHealth.Report {
+        health.report(owned: coordinator.owned.count, oldestUnfinished: coordinator.oldestUnfinished())
+    }
+
+    /// Whether the worker should receive work (`/readyz`).
+    public var isReady: Bool { healthReport.ready }
 
     /// Updates gauges every 5 s; forgets dedupe and cancel entries past their window every 30 s.
     private func maintain() async {
@@ -162,8 +220,17 @@ public final class PushWorkerService: Service, Sendable {
             ticks += 1
             metrics.setInFlight(coordinator.inFlightCount)
             metrics.setAssigned(coordinator.owned.count)
-            let suspended = processor.credentials.suspendedApps(now: Date())
-            for app in processor.settings.apps { metrics.setSuspended(app: app, suspended.contains(app)) }
+            let suspended = processor.credentials.suspended(now: Date())
+            for app in processor.settings.apps.sorted() {
+                for environment in APNsEnvironment.allCases {
+                    metrics.setSuspended(app: app, environment: environment.rawValue,
+                                         suspended.contains(CredentialScope(app: app, environment: environment)))
+                }
+            }
+            metrics.setOldestUnfinished(coordinator.oldestUnfinished(), owned: Set(coordinator.owned))
+            metrics.setMemory(dedupeEvictions: processor.dedupe.evictions, cancelsRemembered: processor.cancels.count,
+                              cancelEvictions: processor.cancels.evicted)
+            metrics.setWritesFailing(health.writesFailingFor())
             await updateLag()
             if ticks % 6 == 0 {
                 let now = Date()

@@ -62,10 +62,9 @@ public struct PushAttempt: Sendable, Hashable {
 
 /// Sends VoIP pushes (the APNs client in production, a fake in tests).
 public protocol VoIPPushSending: Sendable {
-    /// Sends one push; never throws, never hangs past `push.deadline`.
+    /// Sends one push; never throws, never hangs past `push.deadline`. After `ExpiredProviderToken`
+    /// the sender has renewed the token itself (the APNs client does, at most once per token).
     func send(_ push: VoIPPush) async -> PushAttempt
-    /// Forces a new provider token for `app` (after `ExpiredProviderToken`).
-    func renewToken(app: String) async
 }
 
 /// Where the worker's outcomes go (Kafka in production). Each call returns once the record is
@@ -75,4 +74,19 @@ public protocol OutcomePublishing: Sendable {
     func publish(status: CallStatus, partition: Int32) async throws
     /// Writes the original request bytes to the DLQ with the contract's headers.
     func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)]) async throws
+    /// How to treat `error`, thrown by `publish` or `deadLetter`.
+    func classify(_ error: any Error) -> OutcomeWriteFailure
+}
+
+extension OutcomePublishing {
+    public func classify(_ error: any Error) -> OutcomeWriteFailure { .retriable }
+}
+
+/// How the worker treats a failed outcome write.
+public enum OutcomeWriteFailure: Sendable, Hashable {
+    /// Try again: the broker is unavailable, a bound ran out, the producer is being replaced.
+    case retriable
+    /// The record will never be accepted (too large, no such partition, not authorized): the
+    /// delivery ends another way (`DeliveryProcessor` documents which).
+    case permanent(code: String)
 }

@@ -30,10 +30,12 @@ public struct StatusHistoryReader: Sendable {
         self.logger = logger
     }
 
-    /// Reads the status history of `partitions` into fresh stores made by `makeStore`.
-    public func rebuild(partitions: [Int32], makeStore: () -> DedupeStore, now: Date = Date()) async -> [Int32: DedupeStore] {
-        var stores = Dictionary(uniqueKeysWithValues: partitions.map { ($0, makeStore()) })
-        guard !partitions.isEmpty else { return stores }
+    /// Reads the status history of `partitions`: `handled` gets each delivery in a handled state
+    /// (and until when to remember it), `cancelled` each call-level cancel marker.
+    public func rebuild(partitions: [Int32], now: Date, handled: (Int32, DeliveryKey, Date) -> Void,
+                        cancelled: (Int32, String, Date) -> Void) async -> [Int32: StatusHistoryCoverage] {
+        var coverage = Dictionary(uniqueKeysWithValues: partitions.map { ($0, StatusHistoryCoverage.complete) })
+        guard !partitions.isEmpty else { return coverage }
         let started = ContinuousClock.now
         let consumer: KafkaConsumer
         do {
@@ -43,7 +45,7 @@ public struct StatusHistoryReader: Sendable {
             consumer = try KafkaConsumer(configuration: configuration, logger: logger)
         } catch {
             logger.error("cannot read status history; dedupe starts empty", metadata: ["error": "\(error)"])
-            return stores
+            return coverage.mapValues { _ in .failed(reason: "\(error)") }
         }
 
         var ends: [Int32: Int64] = [:]
@@ -63,6 +65,7 @@ public struct StatusHistoryReader: Sendable {
                 }
             } catch {
                 logger.error("cannot locate status history", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
+                coverage[partition] = .failed(reason: "\(error)")
             }
         }
 
@@ -70,26 +73,26 @@ public struct StatusHistoryReader: Sendable {
         if !assignments.isEmpty {
             do {
                 try await consumer.assign(assignments)
-                read = try await readUntilEnds(consumer, ends: &ends, stores: &stores, sinceMs: sinceMs, deadline: deadline)
+                read = try await readUntilEnds(consumer, ends: &ends, sinceMs: sinceMs, deadline: deadline, handled: handled, cancelled: cancelled)
             } catch {
                 logger.error("status history read failed; dedupe is partial", metadata: ["error": "\(error)"])
             }
         }
+        for partition in ends.keys { coverage[partition] = .partial(reachedBack: nil) }
         if !ends.isEmpty {
-            logger.warning("status history not fully read within the bound; dedupe is partial",
+            logger.error("status history not fully read within the bound; dedupe is partial",
                            metadata: ["kafka.partitions": "\(ends.keys.sorted())"])
         }
         await consumer.shutdown()
         logger.info("dedupe rebuilt from status history", metadata: [
             "kafka.partitions": "\(partitions.sorted())", "statuses.read": "\(read)",
-            "dedupe.entries": "\(stores.values.reduce(0) { $0 + $1.count })",
             "duration.ms": "\(Int((ContinuousClock.now - started).seconds * 1000))",
         ])
-        return stores
+        return coverage
     }
 
-    private func readUntilEnds(_ consumer: KafkaConsumer, ends: inout [Int32: Int64], stores: inout [Int32: DedupeStore],
-                               sinceMs: Int64, deadline: ContinuousClock.Instant) async throws -> Int {
+    private func readUntilEnds(_ consumer: KafkaConsumer, ends: inout [Int32: Int64], sinceMs: Int64, deadline: ContinuousClock.Instant,
+                               handled: (Int32, DeliveryKey, Date) -> Void, cancelled: (Int32, String, Date) -> Void) async throws -> Int {
         var read = 0
         let timer = Task {
             try? await Task.sleep(until: deadline)
@@ -98,14 +101,27 @@ public struct StatusHistoryReader: Sendable {
         defer { timer.cancel() }
         for try await message in consumer.messages {
             read += 1
-            if let status = try? CallStatus.decode(Data(message.value)), Self.handledStates.contains(status.state),
-               let deviceKey = status.deviceKey, status.at.timeIntervalSince1970 * 1000 >= Double(sinceMs) {
-                let key = DeliveryKey(callId: status.callId, deviceKey: deviceKey, replay: status.replay)
-                stores[message.partition]?.insert(key, ringDeadline: status.at.addingTimeInterval(window.seconds))
+            if let status = try? CallStatus.decode(Data(message.value)), status.at.timeIntervalSince1970 * 1000 >= Double(sinceMs) {
+                if let deviceKey = status.deviceKey, Self.handledStates.contains(status.state) {
+                    let key = DeliveryKey(callId: status.callId, deviceKey: deviceKey, replay: status.replay)
+                    handled(message.partition, key, status.at.addingTimeInterval(2 * window.seconds))
+                } else if status.deviceKey == nil, status.state == .cancelled {
+                    cancelled(message.partition, status.callId, status.at)
+                }
             }
             if let end = ends[message.partition], message.offset + 1 >= end { ends[message.partition] = nil }
             if ends.isEmpty { break }
         }
         return read
     }
+}
+
+/// How much of a partition's status history a rebuild read.
+public enum StatusHistoryCoverage: Sendable, Equatable {
+    /// Everything from `now − window` to the end.
+    case complete
+    /// The bound ran out; the statuses from `reachedBack` on were read (nil: unknown).
+    case partial(reachedBack: Date?)
+    /// Nothing could be read.
+    case failed(reason: String)
 }

@@ -20,12 +20,16 @@ import Kafka
 /// | `CALLPUSH_APNS_CONNECTIONS` | 2 | connections per (credential, environment) |
 /// | `CALLPUSH_APNS_TIMEOUT_MS` | 5000 | longest wait for one APNs answer |
 /// | `CALLPUSH_GROUP_ID` | `callpush-push-worker` | consumer group |
-/// | `CALLPUSH_GROUP_INSTANCE_ID` or `POD_NAME` | — | static membership |
+/// | `CALLPUSH_GROUP_INSTANCE_ID` | — | static membership: only with identities that survive a replacement (StatefulSet ordinal) |
 /// | `CALLPUSH_WORKER_ID` | `POD_NAME` or host name | written into statuses |
 /// | `CALLPUSH_TOPIC_REQUESTS` / `_STATUS` / `_DLQ` | `voip.call-requests` / `voip.call-status` / `voip.call-requests.dlq` | topics |
 /// | `CALLPUSH_MAX_IN_FLIGHT` | 1000 | deliveries in flight; consumption pauses when full |
 /// | `CALLPUSH_DRAIN_TIMEOUT_MS` | 5000 | drain bound on revoke and SIGTERM |
 /// | `CALLPUSH_DEDUPE_WINDOW_SECONDS` | 600 | status history read on assignment |
+/// | `CALLPUSH_DEDUPE_CAPACITY` | 200000 | dedupe entries per partition |
+/// | `CALLPUSH_CANCEL_CAPACITY` | 200000 | cancelled calls remembered |
+/// | `CALLPUSH_STALL_SECONDS` | 300 | a delivery unfinished this long makes the worker not ready |
+/// | `CALLPUSH_UNHEALTHY_AFTER_SECONDS` | 600 | failing writes or a stall this long make it not live |
 /// | `CALLPUSH_HTTP_HOST` / `CALLPUSH_HTTP_PORT` | `0.0.0.0` / 9090 | `/metrics`, `/healthz`, `/readyz` |
 public struct WorkerEnvironment: Sendable {
     public var worker: PushWorkerConfiguration
@@ -45,14 +49,20 @@ public struct WorkerEnvironment: Sendable {
             kafka: KafkaConfiguration(bootstrapServers: brokers, clientID: "callpush", properties: properties),
             workerID: env["CALLPUSH_WORKER_ID"] ?? podName ?? ProcessInfo.processInfo.hostName)
         worker.groupID = env["CALLPUSH_GROUP_ID"] ?? worker.groupID
-        worker.groupInstanceID = env["CALLPUSH_GROUP_INSTANCE_ID"] ?? podName
-        if worker.groupInstanceID != nil { worker.sessionTimeout = .seconds(60) }
+        // Not the pod name: a Deployment's pods get new names on every replacement, and a static member
+        // that does not come back holds its partitions until its session times out (librdkafka 2.0.2
+        // sends no LeaveGroup for static members).
+        worker.groupInstanceID = env["CALLPUSH_GROUP_INSTANCE_ID"].flatMap { $0.isEmpty ? nil : $0 }
         worker.requestsTopic = env["CALLPUSH_TOPIC_REQUESTS"] ?? worker.requestsTopic
         worker.statusTopic = env["CALLPUSH_TOPIC_STATUS"] ?? worker.statusTopic
         worker.deadLetterTopic = env["CALLPUSH_TOPIC_DLQ"] ?? worker.deadLetterTopic
         worker.maxInFlight = try reader.int("CALLPUSH_MAX_IN_FLIGHT", default: worker.maxInFlight, in: 1...100_000)
         worker.drainTimeout = .milliseconds(try reader.int("CALLPUSH_DRAIN_TIMEOUT_MS", default: 5_000, in: 0...600_000))
         worker.dedupeWindow = .seconds(try reader.int("CALLPUSH_DEDUPE_WINDOW_SECONDS", default: 600, in: 60...86_400))
+        worker.dedupeCapacity = try reader.int("CALLPUSH_DEDUPE_CAPACITY", default: worker.dedupeCapacity, in: 100...10_000_000)
+        worker.cancelCapacity = try reader.int("CALLPUSH_CANCEL_CAPACITY", default: worker.cancelCapacity, in: 100...10_000_000)
+        worker.health.stallBound = .seconds(try reader.int("CALLPUSH_STALL_SECONDS", default: 300, in: 10...86_400))
+        worker.health.unhealthyAfter = .seconds(try reader.int("CALLPUSH_UNHEALTHY_AFTER_SECONDS", default: 600, in: 10...86_400))
         let timeoutMs = try reader.int("CALLPUSH_APNS_TIMEOUT_MS", default: 5_000, in: 100...60_000)
         worker.attemptTimeout = .milliseconds(timeoutMs)
 

@@ -3,8 +3,9 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 
-/// The worker's operations endpoints: `/metrics` (Prometheus text), `/healthz` (the process
-/// runs), `/readyz` (it owns partitions and has its APNs credentials).
+/// The worker's operations endpoints: `/metrics` (Prometheus text), `/readyz` and `/healthz`
+/// (`WorkerHealth`: ready owns partitions and makes progress; live is not stuck for long). A 503
+/// says why in its body.
 public enum WorkerHTTPServer {
     /// - Parameter onRunning: told the bound port once listening (use port 0 to pick a free one).
     public static func make(worker: PushWorkerService, host: String, port: Int, logger: Logger,
@@ -15,12 +16,14 @@ public enum WorkerHTTPServer {
                      body: .init(byteBuffer: ByteBuffer(string: worker.metrics.exposition())))
         }
         router.get("/healthz") { _, _ -> Response in
-            Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "ok\n")))
+            let report = worker.healthReport
+            return Response(status: report.live ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
+                            body: .init(byteBuffer: ByteBuffer(string: report.live ? "ok\n" : "not live: \(report.reasons.joined(separator: "; "))\n")))
         }
         router.get("/readyz") { _, _ -> Response in
-            let ready = worker.isReady
-            return Response(status: ready ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
-                            body: .init(byteBuffer: ByteBuffer(string: ready ? "ready\n" : "not ready: no partitions assigned\n")))
+            let report = worker.healthReport
+            return Response(status: report.ready ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain"],
+                            body: .init(byteBuffer: ByteBuffer(string: report.ready ? "ready\n" : "not ready: \(report.reasons.joined(separator: "; "))\n")))
         }
         return Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "callpush-push-worker"),
                            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },

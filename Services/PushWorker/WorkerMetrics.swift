@@ -3,8 +3,9 @@ import Locking
 import Prometheus
 
 /// The push-worker's Prometheus metrics. Label values are bounded: app names come from the
-/// configuration, states from the contract, reasons from Apple's table or our error codes
-/// (unknown reasons are kept verbatim but clipped) — never a token or call id.
+/// configuration (an event naming another app counts as `unknown`), states from the contract,
+/// reasons from Apple's table or our error codes (unknown reasons are kept verbatim but clipped),
+/// partitions from the owned ones — never a token or call id.
 public final class WorkerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
 
@@ -16,12 +17,27 @@ public final class WorkerMetrics: Sendable {
     private let inFlight: Gauge
     private let assigned: Gauge
     private let dedupeHits: Counter
+    private let dedupeEvictions: Counter
+    private let cancelsRemembered: Gauge
+    private let cancelEvictions: Counter
+    private let writesFailing: Gauge
+    private let exported = Locked<(dedupeEvictions: Int, cancelEvictions: Int)>((0, 0))
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         inFlight = registry.makeGauge(descriptor: Self.name("in_flight", "", "Deliveries being processed now."), labels: [])
         assigned = registry.makeGauge(descriptor: Self.name("assigned_partitions", "", "Request partitions this worker owns."), labels: [])
         dedupeHits = registry.makeCounter(descriptor: Self.name("dedupe_hits", "total", "Events answered duplicate (no push)."), labels: [])
+        dedupeEvictions = registry.makeCounter(
+            descriptor: Self.name("dedupe_evictions", "total", "Dedupe entries dropped before their time because a partition's store was full (should stay 0)."),
+            labels: [])
+        cancelsRemembered = registry.makeGauge(descriptor: Self.name("cancels_remembered", "", "Cancelled calls remembered now."), labels: [])
+        cancelEvictions = registry.makeCounter(
+            descriptor: Self.name("cancel_evictions", "total", "Cancels forgotten before their time because the cancel memory was full (should stay 0)."),
+            labels: [])
+        writesFailing = registry.makeGauge(
+            descriptor: Self.name("outcome_writes_failing", "seconds", "How long outcome writes to Kafka have failed without a success (0 when the last one succeeded)."),
+            labels: [])
     }
 
     static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -67,10 +83,56 @@ public final class WorkerMetrics: Sendable {
         }.record(duration)
     }
 
-    /// 1 while the app's pushes are suspended after APNs refused its credentials.
-    func setSuspended(app: String, _ suspended: Bool) {
-        registry.makeGauge(descriptor: Self.name("app_suspended", "", "1 while an app's pushes are suspended after APNs refused its credentials."),
-                           labels: [("app", Self.clip(app))]).set(to: suspended ? 1 : 0)
+    /// 1 while the app's pushes in `environment` are held (suspended, or waiting for a probe) after
+    /// APNs refused its credentials there.
+    func setSuspended(app: String, environment: String, _ suspended: Bool) {
+        registry.makeGauge(descriptor: Self.name("app_suspended", "", "1 while an app's pushes in an APNs environment are held after APNs refused its credentials there."),
+                           labels: [("app", Self.clip(app)), ("environment", environment)]).set(to: suspended ? 1 : 0)
+    }
+
+    /// An outcome record the topic refused for good (`OutcomeWriteFailure.permanent`).
+    func outcomeWriteRefused(code: String) {
+        registry.makeCounter(descriptor: Self.name("outcome_writes_refused", "total", "Status or DLQ records Kafka refused for good (too large, no such partition, not authorized), by error."),
+                             labels: [("error", Self.clip(code))]).increment()
+    }
+
+    /// A dedupe rebuild ended `complete`, `partial` or `failed`.
+    func rebuild(result: String) {
+        registry.makeCounter(descriptor: Self.name("dedupe_rebuilds", "total", "Dedupe rebuilds from the status topic on assignment, by result (complete, partial, failed)."),
+                             labels: [("result", result)]).increment()
+    }
+
+    func setWritesFailing(_ duration: Duration) { writesFailing.set(to: duration.seconds) }
+
+    /// Bounded memories: the counters follow the totals the stores keep.
+    func setMemory(dedupeEvictions dedupeTotal: Int, cancelsRemembered remembered: Int, cancelEvictions cancelTotal: Int) {
+        cancelsRemembered.set(to: Double(remembered))
+        let (dedupeDelta, cancelDelta) = exported.withLock { exported -> (Int, Int) in
+            defer { exported = (max(exported.dedupeEvictions, dedupeTotal), max(exported.cancelEvictions, cancelTotal)) }
+            return (max(0, dedupeTotal - exported.dedupeEvictions), max(0, cancelTotal - exported.cancelEvictions))
+        }
+        if dedupeDelta > 0 { dedupeEvictions.increment(by: Int64(dedupeDelta)) }
+        if cancelDelta > 0 { cancelEvictions.increment(by: Int64(cancelDelta)) }
+    }
+
+    private let oldestGauges = Locked<[Int32: Gauge]>([:])
+
+    /// The age of each owned partition's oldest unfinished delivery (0 when none is unfinished):
+    /// how long its committed offset has been held back.
+    func setOldestUnfinished(_ ages: [Int32: Duration], owned: Set<Int32>) {
+        let dropped = oldestGauges.withLock { gauges -> [Gauge] in
+            let gone = gauges.filter { !owned.contains($0.key) }
+            for partition in gone.keys { gauges[partition] = nil }
+            for partition in owned {
+                let gauge = gauges[partition] ?? registry.makeGauge(
+                    descriptor: Self.name("oldest_unfinished_delivery_age", "seconds", "Age of the oldest unfinished delivery, by request partition."),
+                    labels: [("partition", String(partition))])
+                gauges[partition] = gauge
+                gauge.set(to: ages[partition]?.seconds ?? 0)
+            }
+            return Array(gone.values)
+        }
+        for gauge in dropped { registry.unregisterGauge(gauge) }
     }
 
     func setInFlight(_ count: Int) { inFlight.set(to: Double(count)) }

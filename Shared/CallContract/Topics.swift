@@ -20,6 +20,9 @@ public enum DeadLetterHeader {
     public static let originalOffset = "callpush-original-offset"
     /// RFC 3339 instant of the failure.
     public static let failedAt = "callpush-failed-at"
+    /// Present only when the record holds a prefix of the original request: the original's size in
+    /// bytes (it was too large for the DLQ topic; the original stays at its partition and offset).
+    public static let originalBytes = "callpush-original-bytes"
 
     public static let all = [error, reason, attempts, originalPartition, originalOffset, failedAt]
 }

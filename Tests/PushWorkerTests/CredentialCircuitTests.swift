@@ -8,47 +8,47 @@ import Testing
 
     @Test func refusalSuspendsTheAppThenOneProbeDecides() {
         let circuit = CredentialCircuit(initialCoolDown: .seconds(10), maximumCoolDown: .seconds(300))
-        #expect(circuit.admit(app: "rider", now: t0) == .allowed)
-        let until = circuit.record(app: "rider", .refused(reason: "InvalidProviderToken"), probe: false, now: t0)
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0) == .allowed)
+        let until = circuit.record(.init(app: "rider", environment: .production), .refused(reason: "InvalidProviderToken"), probe: false, now: t0)
         #expect(until == t0.addingTimeInterval(10))
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(5)) == .suspended(until: t0.addingTimeInterval(10), reason: "InvalidProviderToken"))
-        #expect(circuit.admit(app: "driver", now: t0.addingTimeInterval(5)) == .allowed, "other apps are not affected")
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(5)) == .suspended(until: t0.addingTimeInterval(10), reason: "InvalidProviderToken"))
+        #expect(circuit.admit(.init(app: "driver", environment: .production), now: t0.addingTimeInterval(5)) == .allowed, "other apps are not affected")
         #expect(circuit.suspendedApps(now: t0.addingTimeInterval(5)) == ["rider"])
 
         // Cool-down over: exactly one delivery probes.
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(11)) == .probe)
-        guard case .suspended = circuit.admit(app: "rider", now: t0.addingTimeInterval(11)) else {
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(11)) == .probe)
+        guard case .suspended = circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(11)) else {
             Issue.record("a second delivery went out while the probe was in flight")
             return
         }
         // The probe is refused again: the cool-down doubles.
-        let again = circuit.record(app: "rider", .refused(reason: "InvalidProviderToken"), probe: true, now: t0.addingTimeInterval(12))
+        let again = circuit.record(.init(app: "rider", environment: .production), .refused(reason: "InvalidProviderToken"), probe: true, now: t0.addingTimeInterval(12))
         #expect(again == t0.addingTimeInterval(32))
         // Next probe accepted: the app is back.
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(33)) == .probe)
-        circuit.record(app: "rider", .accepted, probe: true, now: t0.addingTimeInterval(33))
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(33)) == .allowed)
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(33)) == .probe)
+        circuit.record(.init(app: "rider", environment: .production), .accepted, probe: true, now: t0.addingTimeInterval(33))
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(33)) == .allowed)
         #expect(circuit.suspendedApps(now: t0.addingTimeInterval(33)).isEmpty)
     }
 
     @Test func answersOfPushesAlreadyInFlightDoNotCloseOrExtendTheCircuit() {
         let circuit = CredentialCircuit(initialCoolDown: .seconds(10))
-        circuit.record(app: "rider", .refused(reason: "BadCertificate"), probe: false, now: t0)
-        circuit.record(app: "rider", .accepted, probe: false, now: t0.addingTimeInterval(1))
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(2)) != .allowed, "a straggler's success does not reopen pushes")
-        #expect(circuit.record(app: "rider", .refused(reason: "BadCertificate"), probe: false, now: t0.addingTimeInterval(3)) == nil)
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(10.5)) == .probe, "stragglers do not extend the cool-down")
+        circuit.record(.init(app: "rider", environment: .production), .refused(reason: "BadCertificate"), probe: false, now: t0)
+        circuit.record(.init(app: "rider", environment: .production), .accepted, probe: false, now: t0.addingTimeInterval(1))
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(2)) != .allowed, "a straggler's success does not reopen pushes")
+        #expect(circuit.record(.init(app: "rider", environment: .production), .refused(reason: "BadCertificate"), probe: false, now: t0.addingTimeInterval(3)) == nil)
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(10.5)) == .probe, "stragglers do not extend the cool-down")
     }
 
     @Test func inconclusiveOrAbandonedProbeLetsTheNextDeliveryProbe() {
         let circuit = CredentialCircuit(initialCoolDown: .seconds(10), probeBound: .seconds(30))
-        circuit.record(app: "rider", .refused(reason: "Forbidden"), probe: false, now: t0)
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(10)) == .probe)
-        circuit.record(app: "rider", .inconclusive, probe: true, now: t0.addingTimeInterval(11))
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(11)) == .probe)
+        circuit.record(.init(app: "rider", environment: .production), .refused(reason: "Forbidden"), probe: false, now: t0)
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(10)) == .probe)
+        circuit.record(.init(app: "rider", environment: .production), .inconclusive, probe: true, now: t0.addingTimeInterval(11))
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(11)) == .probe)
         // That probe never reports (its task was cancelled): after the bound another may go.
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(20)) != .probe)
-        #expect(circuit.admit(app: "rider", now: t0.addingTimeInterval(42)) == .probe)
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(20)) != .probe)
+        #expect(circuit.admit(.init(app: "rider", environment: .production), now: t0.addingTimeInterval(42)) == .probe)
     }
 
     @Test func coolDownDoublesUpToTheCap() {
@@ -56,7 +56,7 @@ import Testing
         var now = t0
         var coolDowns: [TimeInterval] = []
         for _ in 0..<4 {
-            let until = circuit.record(app: "rider", .refused(reason: "Forbidden"), probe: true, now: now)
+            let until = circuit.record(.init(app: "rider", environment: .production), .refused(reason: "Forbidden"), probe: true, now: now)
             coolDowns.append(until.map { $0.timeIntervalSince(now) } ?? -1)
             now = until ?? now
         }

@@ -9,7 +9,7 @@ import Locking
 /// An APNs stand-in that answers from a script (per device token) and records every attempt.
 final class ScriptedSender: VoIPPushSending {
     struct Sent: Sendable { var push: VoIPPush; var at: Date }
-    private let state = Locked<(script: [String: [PushAttempt]], sent: [Sent], renewals: Int)>(([:], [], 0))
+    private let state = Locked<(script: [String: [PushAttempt]], sent: [Sent])>(([:], []))
     let fallback: PushAttempt
     let latency: Duration
     /// The clock that stamps each attempt (the processor's, when a test judges deadlines on it).
@@ -39,10 +39,7 @@ final class ScriptedSender: VoIPPushSending {
         }
     }
 
-    func renewToken(app: String) async { state.withLock { $0.renewals += 1 } }
-
     var sent: [Sent] { state.withLock { $0.sent } }
-    var renewals: Int { state.withLock { $0.renewals } }
 }
 
 /// A Kafka stand-in recording statuses and DLQ records; can fail the first N writes.
@@ -51,6 +48,9 @@ final class RecordingPublisher: OutcomePublishing {
     private let state = Locked<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int)>(([], [], 0))
 
     init(failFirst: Int = 0) { state.withLock { $0.failuresLeft = failFirst } }
+
+    /// Writes succeed from now on.
+    func heal() { state.withLock { $0.failuresLeft = 0 } }
 
     struct Unavailable: Error {}
 
@@ -68,10 +68,13 @@ final class RecordingPublisher: OutcomePublishing {
         }
     }
 
-    var statuses: [CallStatus] { state.withLock { $0.statuses.map(\.0) } }
-    var partitions: [Int32] { state.withLock { $0.statuses.map(\.1) } }
+    /// Delivery statuses (call-level cancel markers apart, see `cancelMarkers`).
+    var statuses: [CallStatus] { state.withLock { $0.statuses.map(\.0) }.filter { !$0.isCancelMarker } }
+    var partitions: [Int32] { state.withLock { $0.statuses.filter { !$0.0.isCancelMarker }.map(\.1) } }
     var deadLetters: [DeadLetter] { state.withLock { $0.dlq } }
     var states: [CallStatus.State] { statuses.map(\.state) }
+    /// The call-level `cancelled` statuses written for processed cancels.
+    var cancelMarkers: [CallStatus] { state.withLock { $0.statuses.map(\.0) }.filter(\.isCancelMarker) }
 }
 
 let testSecret = Array(repeating: UInt8(42), count: 32)
@@ -125,4 +128,9 @@ extension PushAttempt {
                                           timestamp: Date(timeIntervalSince1970: 1_795_262_000))
     static let invalidProviderToken = PushAttempt(disposition: .credentialsInvalid, status: 403, reason: "InvalidProviderToken")
     static let expiredProviderToken = PushAttempt(disposition: .renewTokenAndRetry, status: 403, reason: "ExpiredProviderToken")
+}
+
+extension CallStatus {
+    /// A call-level `cancelled` status (no device): the worker's record of a processed cancel.
+    var isCancelMarker: Bool { state == .cancelled && deviceKey == nil }
 }

@@ -51,6 +51,16 @@ struct PartitionCoordinatorTests {
         InboundEvent(partition: 0, offset: offset, key: nil, value: [])
     }
 
+    /// The delivery's task when `start` began it.
+    private func start(_ coordinator: PartitionCoordinator, _ offset: Int64, isCurrent: () -> Bool = { true },
+                       _ work: @escaping @Sendable () async -> DeliveryResult) -> Task<DeliveryResult, Never>? {
+        guard case .started(let task) = coordinator.start(event(offset), isCurrent: isCurrent, { ticket in
+            guard coordinator.beginWork(ticket) else { return .handedBack }
+            return await work()
+        }) else { return nil }
+        return task
+    }
+
     /// The Kafka layer waits for the revoke handler only up to its bound; the partition can then
     /// be assigned again while the handler still waits for a delivery that ignores cancellation.
     @Test("a revoke that ends after the partition was assigned again leaves the new assignment's deliveries and offsets alone")
@@ -59,9 +69,9 @@ struct PartitionCoordinatorTests {
         let coordinator = makeCoordinator(stores)
         await coordinator.assigned([0])
         let oldGate = Gate()
-        let old = try #require(coordinator.start(event(5)) { await oldGate.pass(); return .finished(.sent) })
+        let old = try #require(start(coordinator, 5) { await oldGate.pass(); return .finished(.sent) })
         let revoke = Task { await coordinator.revoked([0]) }  // cannot drain: the delivery ignores cancellation
-        while coordinator.start(event(6)) { .finished(.sent) } != nil { await Task.yield() }  // wait until revoking
+        while start(coordinator, 6, { .finished(.sent) }) != nil { await Task.yield() }  // wait until revoking
         await coordinator.assigned([0])
 
         // Re-delivered from the committed offset 3.
@@ -69,7 +79,7 @@ struct PartitionCoordinatorTests {
         var tasks: [Task<DeliveryResult, Never>] = []
         for (index, offset) in [3, 4, 5].map(Int64.init).enumerated() {
             let gate = gates[index]
-            tasks.append(try #require(coordinator.start(event(offset)) { await gate.pass(); return .finished(.sent) }))
+            tasks.append(try #require(start(coordinator, offset) { await gate.pass(); return .finished(.sent) }))
         }
         oldGate.open()
         _ = await old.value
@@ -94,11 +104,11 @@ struct PartitionCoordinatorTests {
         await coordinator.assigned([0])
 
         // The consumer says the held message (offset 5) was fetched in the earlier assignment.
-        #expect(coordinator.start(event(5), isCurrent: { false }) { .finished(.sent) } == nil)
+        #expect(start(coordinator, 5, isCurrent: { false }) { .finished(.sent) } == nil)
         // The new assignment re-delivers 3, 4, 5: all begun and finished, offsets stored in order.
         var tasks: [Task<DeliveryResult, Never>] = []
         for offset in [3, 4, 5] as [Int64] {
-            tasks.append(try #require(coordinator.start(event(offset)) { .finished(.sent) }, "offset \(offset) begun"))
+            tasks.append(try #require(start(coordinator, offset) { .finished(.sent) }, "offset \(offset) begun"))
         }
         for task in tasks { _ = await task.value }
         #expect(stores.all.last == 6)

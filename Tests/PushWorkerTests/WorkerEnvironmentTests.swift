@@ -48,7 +48,7 @@ import Testing
         #expect(loaded.worker.kafka.bootstrapServers == ["kafka-1:9092", "kafka-2:9092"])
         #expect(loaded.worker.kafka.properties["security.protocol"] == "SASL_SSL")
         #expect(loaded.worker.kafka.properties["sasl.password"] == "env:KAFKA_PASSWORD")
-        #expect(loaded.worker.groupInstanceID == "push-worker-7f9c", "static membership from the pod name")
+        #expect(loaded.worker.groupInstanceID == nil, "dynamic membership unless asked for")
         #expect(loaded.worker.workerID == "push-worker-7f9c")
         #expect(loaded.worker.maxInFlight == 1_000)
         #expect(loaded.worker.requestsTopic == "voip.call-requests")
@@ -107,5 +107,21 @@ import Testing
         #expect(error(notJSON.env)?.key == "CALLPUSH_APPS_FILE")
         let empty = try Files(apps: "{}")
         #expect(error(empty.env)?.description == "CALLPUSH_APPS_FILE: no apps configured")
+    }
+}
+
+extension WorkerEnvironmentLoading {
+    /// H5: a Deployment's pod names do not survive a replacement, and librdkafka 2.0.2's static members
+    /// never send LeaveGroup: the pod name must not make the worker a static member.
+    @Test func thePodNameAloneDoesNotMakeAStaticMember() throws {
+        let files = try Files()
+        var env = files.env
+        env["POD_NAME"] = "push-worker-7f9c-abcde"
+        let dynamic = try WorkerEnvironment.load(env)
+        #expect(dynamic.worker.groupInstanceID == nil)
+        #expect(dynamic.worker.workerID == "push-worker-7f9c-abcde")
+        env["CALLPUSH_GROUP_INSTANCE_ID"] = "push-worker-0"
+        let stateful = try WorkerEnvironment.load(env)
+        #expect(stateful.worker.groupInstanceID == "push-worker-0", "static membership only when asked for (a StatefulSet ordinal)")
     }
 }

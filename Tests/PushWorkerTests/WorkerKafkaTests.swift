@@ -130,6 +130,8 @@ import Testing
             #expect(statuses.states(cancelledCall.callId) == [.cancelled])
             #expect(apns.pushes(for: cancelledCall.device.token).isEmpty, "no push for a call cancelled first")
             #expect(statuses.states(sentCall.callId) == [.sent], "a cancel after the push changes nothing")
+            #expect(statuses.cancelMarkers[cancelledCall.callId] == 1 && statuses.cancelMarkers[sentCall.callId] == 1,
+                    "every processed cancel is recorded on the status topic")
             await bed.stop([worker])
         }
     }
@@ -325,11 +327,12 @@ actor PortBox {
         await producer.shutdown()
         let reader = StatusHistoryReader(kafka: kafka, statusTopic: "status-history", window: .seconds(600),
                                          timeout: TestTiming.scaled(.seconds(20)), logger: WorkerTestbed.quietLogger)
-        let stores = await reader.rebuild(partitions: [0], makeStore: { DedupeStore() })
-        let store = try #require(stores[0])
-        #expect(store.contains(DeliveryKey(callId: "sent-call", deviceKey: "k-sent-call", replay: 0)))
-        #expect(!store.contains(DeliveryKey(callId: "dup-call", deviceKey: "k-dup-call", replay: 0)))
-        #expect(!store.contains(DeliveryKey(callId: "retry-call", deviceKey: "k-retry-call", replay: 0)))
+        var handled: Set<DeliveryKey> = []
+        let coverage = await reader.rebuild(partitions: [0], now: Date(), handled: { _, key, _ in handled.insert(key) }, cancelled: { _, _, _ in })
+        #expect(coverage[0] == .complete)
+        #expect(handled.contains(DeliveryKey(callId: "sent-call", deviceKey: "k-sent-call", replay: 0)))
+        #expect(!handled.contains(DeliveryKey(callId: "dup-call", deviceKey: "k-dup-call", replay: 0)))
+        #expect(!handled.contains(DeliveryKey(callId: "retry-call", deviceKey: "k-retry-call", replay: 0)))
         await cluster.shutdown()
     }
 }

@@ -19,7 +19,14 @@ struct StatusLog: Sendable {
     /// Why deliveries were retried (error code or APNs reason), for failure messages.
     private(set) var retryReasons: [String: Int] = [:]
 
+    /// Calls whose cancel the worker recorded (the call-level `cancelled` status without a device).
+    private(set) var cancelMarkers: [String: Int] = [:]
+
     mutating func append(_ status: CallStatus) {
+        if status.state == .cancelled, status.deviceKey == nil {
+            cancelMarkers[status.callId, default: 0] += 1
+            return
+        }
         let before = terminal(status.callId).isEmpty
         byCall[status.callId, default: []].append(status.state)
         last[status.callId] = status

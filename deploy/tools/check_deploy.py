@@ -220,13 +220,17 @@ def check_kubernetes(documents, targets, exposed, facts, root):
                     problem(cwhere, f"CALLPUSH_HTTP_PORT {http} is not a containerPort")
                 drain = int(env.get("CALLPUSH_DRAIN_TIMEOUT_MS") or 5000)
                 grace = spec.get("terminationGracePeriodSeconds", 30) * 1000
-                if grace <= drain + OUTCOME_WRITE_BOUND_MS:
+                attempt = int(env.get("CALLPUSH_APNS_TIMEOUT_MS") or 5000)
+                shutdown = drain + attempt + OUTCOME_WRITE_BOUND_MS + 2000
+                if grace <= shutdown:
                     problem(cwhere, f"terminationGracePeriodSeconds ({grace} ms) must exceed the drain bound "
-                                    f"({drain} ms) plus the outcome write bound ({OUTCOME_WRITE_BOUND_MS} ms)")
-                if not any(item["name"] == "CALLPUSH_GROUP_INSTANCE_ID" and
-                           item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name"
-                           for item in container.get("env", [])):
-                    problem(cwhere, "CALLPUSH_GROUP_INSTANCE_ID must come from the pod name (downward API)")
+                                    f"({drain} ms) plus one APNs attempt ({attempt} ms), the outcome write bound "
+                                    f"({OUTCOME_WRITE_BOUND_MS} ms) and 2 s")
+                # librdkafka 2.0.2's static members never send LeaveGroup: a Deployment's pod names do
+                # not survive a replacement, so static membership belongs to StatefulSets only.
+                if "CALLPUSH_GROUP_INSTANCE_ID" in [item["name"] for item in container.get("env", [])]:
+                    problem(cwhere, "CALLPUSH_GROUP_INSTANCE_ID (static membership) needs identities that survive a "
+                                    "replacement: use a StatefulSet, or leave it out of a Deployment")
             for probe in ("readinessProbe", "livenessProbe"):
                 port = container.get(probe, {}).get("httpGet", {}).get("port")
                 if port is not None and port not in ports and port not in ports.values():

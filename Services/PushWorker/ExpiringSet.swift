@@ -1,0 +1,83 @@
+import Foundation
+import HeapModule
+
+/// Keys remembered until a time each, at most `capacity` of them. When full, the key that would
+/// be forgotten soonest makes room. The dedupe stores and the cancel memory are both this.
+///
+/// A key's expiry lives in a dictionary; a min-heap orders (expiry, key) pairs so that eviction
+/// and expiry cost O(log n) per key. Entries whose key was removed or re-dated stay in the heap
+/// until they surface (they are recognised by comparing with the dictionary) or until the heap is
+/// rebuilt from the dictionary when stale entries outnumber live ones: amortised O(log n).
+struct ExpiringSet<Key: Hashable & Sendable>: Sendable {
+    private struct Entry: Comparable, Sendable {
+        var until: Date
+        var key: Key
+        static func < (lhs: Entry, rhs: Entry) -> Bool { lhs.until < rhs.until }
+        static func == (lhs: Entry, rhs: Entry) -> Bool { lhs.until == rhs.until && lhs.key == rhs.key }
+    }
+
+    private var until: [Key: Date] = [:]
+    private var heap = Heap<Entry>()
+    let capacity: Int
+    /// Keys dropped to make room before their time (a metric: should stay 0).
+    private(set) var evicted = 0
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    var count: Int { until.count }
+
+    func contains(_ key: Key) -> Bool { until[key] != nil }
+
+    /// When `key` will be forgotten, if it is remembered.
+    func expiry(of key: Key) -> Date? { until[key] }
+
+    /// Remembers `key` until `date` (or keeps its later expiry). Returns false when it was
+    /// already remembered.
+    @discardableResult
+    mutating func insert(_ key: Key, until date: Date) -> Bool {
+        if let existing = until[key] {
+            if date > existing {
+                until[key] = date
+                push(Entry(until: date, key: key))
+            }
+            return false
+        }
+        while until.count >= capacity, let victim = popLive() {
+            until[victim.key] = nil
+            evicted += 1
+        }
+        until[key] = date
+        push(Entry(until: date, key: key))
+        return true
+    }
+
+    /// Forgets `key`.
+    mutating func remove(_ key: Key) {
+        until[key] = nil
+    }
+
+    /// Forgets every key whose time is before `cutoff`.
+    mutating func expire(before cutoff: Date) {
+        while let first = heap.min, first.until < cutoff {
+            heap.removeMin()
+            if until[first.key] == first.until { until[first.key] = nil }
+        }
+    }
+
+    /// Removes and returns the live entry that expires first.
+    private mutating func popLive() -> Entry? {
+        while let first = heap.popMin() {
+            if until[first.key] == first.until { return first }
+        }
+        return nil
+    }
+
+    private mutating func push(_ entry: Entry) {
+        heap.insert(entry)
+        if heap.count > 2 * until.count + 1_024 {
+            heap = Heap(until.map { Entry(until: $0.value, key: $0.key) })
+        }
+    }
+}
