@@ -80,46 +80,42 @@ final class DeliveryLog: Sendable {
 
 @Suite("Assign handler", .timeLimit(TestSupport.suiteTimeLimit))
 struct AssignHandlerTests {
-    static func records(_ topic: String, _ range: Range<Int>, partitions: Int) -> [KafkaProducerRecord] {
-        range.map { number in
-            var record = KafkaProducerRecord.numbered(topic: topic, number)
-            record.partition = Int32(number % partitions)
-            return record
-        }
+    /// Numbered records spread over two partitions.
+    static func records(_ topic: String, _ range: Range<Int>) -> [KafkaProducerRecord] {
+        KafkaProducerRecord.numbered(topic: topic, range, partition: { Int32($0 % 2) })
+    }
+
+    /// A group configuration for `topic` whose poll thread waits 1 s for an assign handler.
+    static func configuration(_ cluster: EmbeddedKafkaCluster, topic: String) -> KafkaConsumerConfiguration {
+        var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("assign"), topics: [topic])
+        configuration.assignTimeout = .seconds(1)
+        return configuration
     }
 
     @Test("an assign handler slower than assignTimeout: no message before it returned, every message after it, in order, once")
     func slowAssignHandlerHoldsItsPartitionsBack() async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("slow-assign")
-            try cluster.createTopic(topic, partitions: 2)
+            let topic = try await makeTopic("slow-assign", partitions: 2, on: cluster) { Self.records($0, 0..<100) }
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send(Self.records(topic, 0..<100, partitions: 2)).map { try $0.get() }
-
-                var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("slow-assign"), topics: [topic])
-                configuration.assignTimeout = .seconds(1)
                 let handlers = AssignHandlerLog()
-                let consumer = try KafkaConsumer(configuration: configuration, rebalanceHandler: handlers.slowHandler(.seconds(3)),
-                                                 logger: TestSupport.logger)
                 let deliveries = DeliveryLog()
-                let reading = deliveries.read(consumer, name: "a", handlers: handlers)
-                do {
+                let reading = try await withConsumers { consumers in
+                    let consumer = try consumers.start(Self.configuration(cluster, topic: topic),
+                                                       rebalanceHandler: handlers.slowHandler(.seconds(3)))
+                    let reading = deliveries.read(consumer, name: "a", handlers: handlers)
                     try await withTimeout("the assign handler starting", seconds: 30) {
                         while handlers.started == 0 { try await Task.sleep(for: .milliseconds(10)) }
                     }
                     // Past the layer's bound, while the handler still runs: more messages arrive.
                     try await Task.sleep(for: .milliseconds(1500))
-                    _ = try await producer.send(Self.records(topic, 100..<200, partitions: 2)).map { try $0.get() }
+                    _ = try await producer.send(Self.records(topic, 100..<200)).map { try $0.get() }
                     try await withTimeout("every message delivered", seconds: 30) {
                         while deliveries.ids.count < 200 { try await Task.sleep(for: .milliseconds(20)) }
                     }
                     // Anything delivered twice would arrive right behind the rest.
                     try await Task.sleep(for: .milliseconds(1000))
-                } catch {
-                    await consumer.shutdown()
-                    throw error
+                    return reading
                 }
-                await consumer.shutdown()
                 _ = await reading.result
 
                 let all = deliveries.all
@@ -139,44 +135,28 @@ struct AssignHandlerTests {
     @Test("a revoke while a slow assign handler still runs: the group moves on and nothing comes before its handler returned")
     func revokeDuringSlowAssignHandler() async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("revoke-slow")
-            try cluster.createTopic(topic, partitions: 2)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send(Self.records(topic, 0..<200, partitions: 2)).map { try $0.get() }
-            }
-            var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("revoke-slow"), topics: [topic])
-            configuration.assignTimeout = .seconds(1)
+            let topic = try await makeTopic("revoke-slow", partitions: 2, on: cluster) { Self.records($0, 0..<200) }
+            let configuration = Self.configuration(cluster, topic: topic)
             let handlersA = AssignHandlerLog()
             let handlersB = AssignHandlerLog()
-            let a = try KafkaConsumer(configuration: configuration, rebalanceHandler: handlersA.slowHandler(.seconds(4)),
-                                      logger: TestSupport.logger)
             let deliveries = DeliveryLog()
-            let readingA = deliveries.read(a, name: "a", handlers: handlersA)
-            var b: KafkaConsumer?
-            var readingB: Task<Void, any Error>?
-            do {
+            let readers = try await withConsumers { consumers in
+                let a = try consumers.start(configuration, rebalanceHandler: handlersA.slowHandler(.seconds(4)))
+                let readingA = deliveries.read(a, name: "a", handlers: handlersA)
                 try await withTimeout("A's assign handler starting", seconds: 30) {
                     while handlersA.started == 0 { try await Task.sleep(for: .milliseconds(10)) }
                 }
                 // A's poll thread stopped waiting after 1 s; its handler runs 3 s more. B joins now:
                 // the eager rebalance revokes A's partitions while A's first handler still runs.
                 try await Task.sleep(for: .milliseconds(1500))
-                let joining = try KafkaConsumer(configuration: configuration, rebalanceHandler: handlersB.slowHandler(.zero),
-                                                logger: TestSupport.logger)
-                b = joining
-                readingB = deliveries.read(joining, name: "b", handlers: handlersB)
+                let b = try consumers.start(configuration, rebalanceHandler: handlersB.slowHandler(.zero))
+                let readingB = deliveries.read(b, name: "b", handlers: handlersB)
                 try await withTimeout("every message delivered after the rebalance", seconds: 60) {
                     while deliveries.ids.count < 200 { try await Task.sleep(for: .milliseconds(20)) }
                 }
-            } catch {
-                await b?.shutdown()
-                await a.shutdown()
-                throw error
+                return [readingA, readingB]
             }
-            await b?.shutdown()
-            await a.shutdown()
-            _ = await readingA.result
-            _ = await readingB?.result
+            for reader in readers { _ = await reader.result }
 
             let all = deliveries.all
             #expect(handlersA.calls.count >= 2, "A was revoked and assigned again: \(handlersA.calls)")

@@ -16,29 +16,18 @@ struct HistoryReaderTests {
         return reader
     }
 
-    /// Records `range` into `partition`, with timestamps `at` (default: now).
     static func records(_ topic: String, _ range: Range<Int>, partition: Int32, at: Date? = nil) -> [KafkaProducerRecord] {
-        range.map { number in
-            var record = KafkaProducerRecord.numbered(topic: topic, number)
-            record.partition = partition
-            record.timestampMilliseconds = at.map { Int64($0.timeIntervalSince1970 * 1000) }
-            return record
-        }
+        KafkaProducerRecord.numbered(topic: topic, range, partition: { _ in partition }, at: at)
     }
 
     @Test("newest first hands over every message of the window, newest first; oldest first in offset order; both complete")
     func ordersAndCompleteness() async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("history")
-            try cluster.createTopic(topic, partitions: 3)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                // Partition 0: 100 messages older than the window, then 2,500 in it. Partition 1: empty.
-                // Partition 2: 50 in the window.
-                let old = Date().addingTimeInterval(-7200)
-                var records = Self.records(topic, 0..<100, partition: 0, at: old)
-                records += Self.records(topic, 100..<2600, partition: 0)
-                records += Self.records(topic, 5000..<5050, partition: 2)
-                _ = try await producer.send(records).map { try $0.get() }
+            // Partition 0: 100 messages older than the window, then 2,500 in it. Partition 1: empty.
+            // Partition 2: 50 in the window.
+            let topic = try await makeTopic("history", partitions: 3, on: cluster) { topic in
+                Self.records(topic, 0..<100, partition: 0, at: Date().addingTimeInterval(-7200))
+                    + Self.records(topic, 100..<2600, partition: 0) + Self.records(topic, 5000..<5050, partition: 2)
             }
             let reader = Self.reader(cluster)
             let since = Date().addingTimeInterval(-3600)
@@ -67,11 +56,7 @@ struct HistoryReaderTests {
     @Test("a newest-first read that hits its bound covers the newest messages and says how far back it got")
     func boundedNewestFirstIsPartial() async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("history-slow")
-            try cluster.createTopic(topic, partitions: 1)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send(Self.records(topic, 0..<8000, partition: 0)).map { try $0.get() }
-            }
+            let topic = try await makeTopic("history-slow", partitions: 1, on: cluster) { Self.records($0, 0..<8000, partition: 0) }
             // Every response takes 400 ms: a chunk is at least one round trip, and 8,000 messages
             // in chunks of at most 1,000 need far more than the bound.
             try cluster.setBrokerRoundTripTime(1, .milliseconds(400))
@@ -97,11 +82,7 @@ struct HistoryReaderTests {
     @Test("a partition without a leader is failed, the others are read")
     func unreachablePartitionFails() async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("history-down")
-            try cluster.createTopic(topic, partitions: 2)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send(Self.records(topic, 0..<10, partition: 0)).map { try $0.get() }
-            }
+            let topic = try await makeTopic("history-down", partitions: 2, on: cluster) { Self.records($0, 0..<10, partition: 0) }
             try cluster.setPartitionLeader(topic: topic, partition: 1, broker: -1)
             var reader = Self.reader(cluster)
             reader.lookupTimeout = .seconds(2)

@@ -85,25 +85,6 @@ struct ProducerRecoveryTests {
         }
     }
 
-    @Test("a record over message.max.bytes is rejected at once, not retried")
-    func oversizedRecordIsRejected() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("too-big")
-            try cluster.createTopic(topic, partitions: 1)
-            var configuration = TestSupport.producerConfiguration(cluster)
-            configuration.kafka.properties["message.max.bytes"] = "10000"
-            try await withProducer(configuration) { producer in
-                let error = try await withTimeout("the oversized record's answer", seconds: 10) {
-                    await #expect(throws: KafkaError.self) {
-                        try await producer.send(KafkaProducerRecord(topic: topic, value: [UInt8](repeating: 7, count: 20_000)))
-                    }
-                }
-                #expect(error?.disposition == .recordRejected)
-                #expect(error?.persistenceStatus == .notPersisted)
-            }
-        }
-    }
-
     @Test("a record for a partition the topic does not have is rejected, not retried until the delivery timeout")
     func unknownPartitionIsRejected() async throws {
         try await withCluster(brokers: 1) { cluster in
@@ -119,20 +100,6 @@ struct ProducerRecoveryTests {
                 }
                 #expect(error?.code == "_UNKNOWN_PARTITION")
                 #expect(error?.disposition == .recordRejected)
-            }
-        }
-    }
-
-    @Test("authorization errors are told apart from retriable and rejected ones")
-    func authorizationDisposition() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("acl")
-            try cluster.createTopic(topic, partitions: 1)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                try await producer.send(.numbered(topic: topic, 0))
-                try cluster.pushRequestErrors(apiKey: .produce, errors: ["TOPIC_AUTHORIZATION_FAILED"])
-                let error = await #expect(throws: KafkaError.self) { try await producer.send(.numbered(topic: topic, 1)) }
-                #expect(error?.disposition == .unauthorized)
             }
         }
     }

@@ -121,13 +121,14 @@ struct ProducerTests {
                     }
                     #expect(error?.code == "TOPIC_AUTHORIZATION_FAILED")
                     #expect(error?.isRetriable == false)
+                    #expect(error?.disposition == .unauthorized)
                     #expect(error?.persistenceStatus == .notPersisted)
                 }
             }
         }
     }
 
-    @Test("a record larger than the broker accepts fails with a typed error, others still go through")
+    @Test("a record larger than the broker accepts is rejected at once (not retried), others still go through")
     func oversizedRecord() async throws {
         try await withCluster(brokers: 1) { cluster in
             let topic = TestSupport.unique("big")
@@ -147,6 +148,7 @@ struct ProducerTests {
                     return
                 }
                 #expect(error.code == "MSG_SIZE_TOO_LARGE")
+                #expect(error.disposition == .recordRejected)
                 #expect(error.persistenceStatus == .notPersisted)
                 #expect(await producer.flush(timeout: .seconds(5)), "nothing left in the queue")
             }
