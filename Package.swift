@@ -64,6 +64,7 @@ let package = Package(
             name: "Kafka",
             dependencies: ["Locking",
                 "CRdKafka", "CThreadsTSanShim",
+                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -4,9 +4,9 @@ import Kafka
 import Logging
 import Locking
 
-/// Reads one call's statuses from the status topic (every partition, from now − window) and
-/// prints them as they are read: to the end captured at start, or with ``follow`` until every
-/// delivery seen is terminal.
+/// Reads one call's statuses from the status topic (every partition, from now − window; oldest
+/// first, with ``KafkaHistoryReader``) and prints them as they are read: to the end captured at
+/// start, or with ``follow`` until every delivery seen is terminal.
 struct StatusReader: Sendable {
     var kafka: ResolvedKafka
     var callId: String
@@ -27,79 +27,60 @@ struct StatusReader: Sendable {
         let cluster = try await kafka.describeCluster(logger: logger)
         let topic = kafka.topics.status
         let partitions = try ResolvedKafka.partitions(of: topic, in: cluster, flag: "--topic-status")
-        let consumer: KafkaConsumer
-        do {
-            var configuration = KafkaConsumerConfiguration(kafka: kafka.configuration, mode: .manual, closeTimeout: .seconds(5))
-            configuration.kafka.properties["fetch.wait.max.ms"] = configuration.kafka.properties["fetch.wait.max.ms"] ?? "100"
-            consumer = try KafkaConsumer(configuration: configuration, logger: logger)
-        } catch {
-            throw CLIError.usage("Kafka configuration: \(error.message)")
+        var configuration = KafkaConsumerConfiguration(kafka: kafka.configuration, mode: .manual, closeTimeout: .seconds(5))
+        configuration.kafka.properties["fetch.wait.max.ms"] = configuration.kafka.properties["fetch.wait.max.ms"] ?? "100"
+        var reader = KafkaHistoryReader(configuration: configuration, logger: logger)
+        reader.lookupTimeout = kafka.connectTimeout
+        let watch = StatusWatch()
+        // The read runs in a child task so that the watchdog can end it (cancellation) when the
+        // call's deliveries settled, the input went idle, or the user interrupted.
+        let (printed, coverage) = await withTaskGroup(of: (Int, [Int32: KafkaHistoryReader.Coverage])?.self) { group in
+            group.addTask { [self, reader] in
+                await read(reader, topic: topic, partitions: Array(0..<Int32(partitions)), watch: watch)
+            }
+            group.addTask { [follow, settle, idleTimeout, interruption] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    if interruption.isRequested || watch.shouldStop(follow: follow, settle: settle, idle: idleTimeout) { return nil }
+                }
+                return nil
+            }
+            var outcome: (Int, [Int32: KafkaHistoryReader.Coverage])?
+            while outcome == nil, let next = await group.next() {
+                // The watchdog ends first (nil): stop the read, which then reports what it printed.
+                if next == nil { group.cancelAll() } else { outcome = next }
+            }
+            group.cancelAll()
+            return outcome ?? (0, [:])
         }
-        do {
-            let count = try await read(consumer: consumer, topic: topic, partitions: partitions)
-            await consumer.shutdown()
-            return count
-        } catch {
-            await consumer.shutdown()
-            throw error
-        }
-    }
-
-    private func read(consumer: KafkaConsumer, topic: String, partitions: Int) async throws -> Int {
-        let since = Date().addingTimeInterval(-window.seconds)
-        var assignments: [KafkaPartitionAssignment] = []
-        var ends: [Int32: Int64] = [:]
-        for partition in 0..<Int32(partitions) {
-            do {
-                let start = try await consumer.startOffset(topic: topic, partition: partition,
-                                                           notBefore: Int64(since.timeIntervalSince1970 * 1000), timeout: kafka.connectTimeout)
-                let end = try await consumer.queryWatermarks(topic: topic, partition: partition, timeout: kafka.connectTimeout).high
-                if start < end { ends[partition] = end }
-                if follow || start < end { assignments.append(KafkaPartitionAssignment(topic: topic, partition: partition, start: .offset(start))) }
-            } catch {
+        for partition in coverage.keys.sorted() {
+            if case .failed(let error) = coverage[partition] {
                 throw CLIError.kafka("reading the offsets of \(topic)[\(partition)]", error)
             }
         }
-        let table = StatusTable(json: json)
-        guard !assignments.isEmpty else { return 0 }
-        do {
-            try await consumer.assign(assignments)
-        } catch {
-            throw CLIError.kafka("assigning \(topic)", error)
-        }
-        let watch = StatusWatch()
-        let watchdog = Task { [follow, settle, idleTimeout, interruption] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(100))
-                if interruption.isRequested || watch.shouldStop(follow: follow, settle: settle, idle: idleTimeout) {
-                    await consumer.shutdown()
-                    return
-                }
-            }
-        }
-        defer { watchdog.cancel() }
-
-        var deliveries: [String: CallStatus.State] = [:]
-        var caughtUp = Set<Int32>()
-        var printed = 0
-        do {
-            for try await message in consumer.messages {
-                watch.activity()
-                if let end = ends[message.partition], message.offset + 1 >= end { caughtUp.insert(message.partition) }
-                if message.keyString == nil || message.keyString == callId,
-                   let status = try? CallStatus.decode(Data(message.value)), status.callId == callId, status.at >= since {
-                    if printed == 0 && !json { output.line(table.header) }
-                    output.line(table.row(status))
-                    printed += 1
-                    deliveries["\(status.deviceKey ?? status.deviceId ?? "-")#\(status.replay)"] = status.state
-                    watch.allTerminal(!deliveries.isEmpty && deliveries.values.allSatisfy(\.isTerminal))
-                }
-                if !follow, caughtUp.count == ends.count { break }
-            }
-        } catch {
-            throw CLIError("kafka-error", "reading \(topic): \(error)")
-        }
         return printed
+    }
+
+    private func read(
+        _ reader: KafkaHistoryReader, topic: String, partitions: [Int32], watch: StatusWatch
+    ) async -> (Int, [Int32: KafkaHistoryReader.Coverage]) {
+        let since = Date().addingTimeInterval(-window.seconds)
+        let table = StatusTable(json: json)
+        var deliveries: [String: CallStatus.State] = [:]
+        var printed = 0
+        let coverage = await reader.read(topic: topic, partitions: partitions, since: since, order: .oldestFirst, follow: follow) { message in
+            watch.activity()
+            if message.keyString == nil || message.keyString == callId,
+               let status = try? CallStatus.decode(Data(message.value)), status.callId == callId, status.at >= since {
+                if printed == 0 && !json { output.line(table.header) }
+                output.line(table.row(status))
+                printed += 1
+                deliveries["\(status.deviceKey ?? status.deviceId ?? "-")#\(status.replay)"] = status.state
+                watch.allTerminal(!deliveries.isEmpty && deliveries.values.allSatisfy(\.isTerminal))
+            }
+            return true
+        }
+        return (printed, coverage)
     }
 }
 

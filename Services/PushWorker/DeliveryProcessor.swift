@@ -127,7 +127,7 @@ public struct DeliveryProcessor: Sendable {
         let marker = CallStatus(callId: cancel.callId, state: .cancelled, attempt: 0, replay: 0, at: now(),
                                 error: cancel.reason.map { .init(code: "cancel", message: String($0.prefix(256))) },
                                 worker: settings.workerID)
-        switch await durably({ try await publisher.publish(status: marker, partition: event.partition) }) {
+        switch await durably({ try await publisher.publish(status: marker, partition: event.partition, within: $0) }) {
         case .written: return .finished(.cancelled)
         case .handedBack: return .handedBack
         case .refused(let code):
@@ -199,7 +199,7 @@ public struct DeliveryProcessor: Sendable {
             case .recordRetry(let retrying, let reason):
                 metrics?.retry(app: ring.app, reason: reason)
                 log(.info, "push will be retried", metadata: ["apns.reason": "\(reason ?? "-")"])
-                guard case .written = await durably({ try await publisher.publish(status: retrying, partition: event.partition) }) else {
+                guard case .written = await durably({ try await publisher.publish(status: retrying, partition: event.partition, within: $0) }) else {
                     return (.handedBack, accepted)
                 }
                 action = machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring.callId), taskCancelled: Task.isCancelled)
@@ -289,7 +289,7 @@ public struct DeliveryProcessor: Sendable {
             case .refused: break
             }
         }
-        switch await durably({ try await publisher.publish(status: status, partition: event.partition) }, evenIfCancelled: evenIfCancelled) {
+        switch await durably({ try await publisher.publish(status: status, partition: event.partition, within: $0) }, evenIfCancelled: evenIfCancelled) {
         case .handedBack:
             return .handedBack
         case .written:
@@ -320,12 +320,12 @@ public struct DeliveryProcessor: Sendable {
             (DeadLetterHeader.originalOffset, String(event.offset)),
             (DeadLetterHeader.failedAt, ContractCoding.format(now())),
         ]
-        var outcome = await durably({ [headers] in try await publisher.deadLetter(key: event.key, value: event.value, headers: headers) },
+        var outcome = await durably({ [headers] in try await publisher.deadLetter(key: event.key, value: event.value, headers: headers, within: $0) },
                                     evenIfCancelled: evenIfCancelled)
         if case .refused = outcome, event.value.count > Self.truncatedBytes {
             headers.append((DeadLetterHeader.originalBytes, String(event.value.count)))
             let prefix = Array(event.value.prefix(Self.truncatedBytes))
-            outcome = await durably({ [headers] in try await publisher.deadLetter(key: event.key, value: prefix, headers: headers) },
+            outcome = await durably({ [headers] in try await publisher.deadLetter(key: event.key, value: prefix, headers: headers, within: $0) },
                                     evenIfCancelled: evenIfCancelled)
         }
         switch outcome {
@@ -357,7 +357,8 @@ public struct DeliveryProcessor: Sendable {
     /// than any bound must not strand a delivery that nobody redoes while this worker keeps the
     /// partition), and once the delivery is cancelled (revoke, shutdown) the write goes on in a
     /// task that does not inherit the cancellation, bounded by `outcomeWriteBound`.
-    private func durably(_ write: @escaping @Sendable () async throws -> Void, evenIfCancelled: Bool = false) async -> WriteOutcome {
+    /// The write gets the time left to its bound (nil: none), so no single send outlives it.
+    private func durably(_ write: @escaping @Sendable (Duration?) async throws -> Void, evenIfCancelled: Bool = false) async -> WriteOutcome {
         guard evenIfCancelled else { return await retrying(write, until: nil) }
         if !Task.isCancelled {
             let outcome = await retrying(write, until: nil)
@@ -367,11 +368,11 @@ public struct DeliveryProcessor: Sendable {
         return await Task { await self.retrying(write, until: deadline) }.value
     }
 
-    private func retrying(_ write: @Sendable () async throws -> Void, until deadline: ContinuousClock.Instant?) async -> WriteOutcome {
+    private func retrying(_ write: @Sendable (Duration?) async throws -> Void, until deadline: ContinuousClock.Instant?) async -> WriteOutcome {
         var delay = 0.05
         while true {
             do {
-                try await write()
+                try await write(deadline.map { max(.milliseconds(1), $0 - ContinuousClock.now) })
                 health?.recordWrite(succeeded: true)
                 return .written
             } catch {

@@ -16,27 +16,30 @@ public struct KafkaOutcomePublisher: OutcomePublishing {
         self.deadLetterTopic = deadLetterTopic
     }
 
-    public func publish(status: CallStatus, partition: Int32) async throws {
+    public func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws {
         let record = KafkaProducerRecord(topic: statusTopic, partition: partition, key: Array(status.callId.utf8),
                                          value: Array(try status.encoded()))
-        _ = try await producer.send(record)
+        try await send(record, within: bound)
     }
 
-    /// Kafka errors that no retry of the same record can fix: the record is too large for the topic,
-    /// its partition or topic does not exist, or the worker may not write it.
-    static let permanentCodes: Set<String> = [
-        "MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "_INVALID_ARG",
-        "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "INVALID_REQUIRED_ACKS", "CORRUPT_MESSAGE",
-    ]
-
+    /// A record the topic will never take — too large, no such partition or topic, not authorized —
+    /// is refused for good; anything else (unavailable, timed out, a fatal error the producer
+    /// repairs by replacing its client) is worth retrying.
     public func classify(_ error: any Error) -> OutcomeWriteFailure {
-        guard let error = error as? KafkaError, !error.isFatal, Self.permanentCodes.contains(error.code.rawValue) else { return .retriable }
-        return .permanent(code: error.code.rawValue)
+        guard let error = error as? KafkaError else { return .retriable }
+        switch error.disposition {
+        case .recordRejected, .unauthorized: return .permanent(code: error.code.rawValue)
+        case .retriable, .fatal, .shutdown, .permanent: return .retriable
+        }
     }
 
-    public func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)]) async throws {
+    public func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws {
         let record = KafkaProducerRecord(topic: deadLetterTopic, key: key, value: value,
                                          headers: headers.map { KafkaHeader(key: $0.0, string: $0.1) })
-        _ = try await producer.send(record)
+        try await send(record, within: bound)
+    }
+
+    private func send(_ record: KafkaProducerRecord, within bound: Duration?) async throws {
+        if let bound { _ = try await producer.send(record, timeout: bound) } else { _ = try await producer.send(record) }
     }
 }

@@ -167,7 +167,8 @@ public final class PushWorkerService: Service, Sendable {
     }
 
     /// Consumer lag per owned partition: high watermark minus the first unfinished offset. The high
-    /// watermark is the one the consumer learned from its last fetch response (no broker request):
+    /// watermark is the one the consumer learned from its last fetch response (no broker request),
+    /// except while the partition's fetching is paused (back-pressure, a held-back partition):
     /// querying the broker for each partition every 5 s held up the fetches on the same connections
     /// (p99 of the deliveries in the next ~200 ms up 2–3×). It is asked from the broker only while
     /// the consumer has not learned it yet.
@@ -194,7 +195,10 @@ public final class PushWorkerService: Service, Sendable {
         }
         var lags: [Int32: Int64] = [:]
         for (partition, start) in starts {
-            var high = consumer.cachedHighWatermark(topic: topic, partition: partition)
+            // While fetching is paused the consumer learns no new high watermark: ask the broker, or
+            // the gauge would freeze at what it was when the worker fell behind.
+            var high = consumer.isFetchPaused(topic: topic, partition: partition)
+                ? nil : consumer.cachedHighWatermark(topic: topic, partition: partition)
             if high == nil {
                 high = try? await consumer.queryWatermarks(topic: topic, partition: partition, timeout: .seconds(2)).high
             }

@@ -68,12 +68,13 @@ public protocol VoIPPushSending: Sendable {
 }
 
 /// Where the worker's outcomes go (Kafka in production). Each call returns once the record is
-/// durable (acknowledged by the broker) or throws.
+/// durable (acknowledged by the broker) or throws; with a `bound`, it throws once the bound has
+/// passed without an acknowledgement (the record may still be stored).
 public protocol OutcomePublishing: Sendable {
     /// Writes a status to the status topic, into partition `partition` (the request's partition number).
-    func publish(status: CallStatus, partition: Int32) async throws
+    func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws
     /// Writes the original request bytes to the DLQ with the contract's headers.
-    func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)]) async throws
+    func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws
     /// How to treat `error`, thrown by `publish` or `deadLetter`.
     func classify(_ error: any Error) -> OutcomeWriteFailure
 }

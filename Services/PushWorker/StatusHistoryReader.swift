@@ -3,17 +3,35 @@ import Foundation
 import Kafka
 import Logging
 
-/// Rebuilds dedupe state for newly assigned partitions by reading the co-partitioned status
-/// partitions from `now − window` (offsets-for-times) to their end, so a new owner of a
-/// partition does not push again what the previous owner already finished.
+/// How much of a status partition's history a dedupe rebuild covered.
+public enum StatusHistoryCoverage: Sendable, Hashable {
+    /// Every status from `now − window` to the partition's end was read.
+    case complete
+    /// The rebuild ran out of time: it read the newest statuses back to `reachedBack` (the
+    /// timestamp of the oldest status read without a gap; `nil`: none at all) and left out the
+    /// older ones.
+    case partial(reachedBack: Date?)
+    /// The partition's history could not be read at all (e.g. no leader within the bound).
+    case failed(reason: String)
+}
+
+/// Rebuilds dedupe state for newly assigned partitions from the co-partitioned status partitions:
+/// every status of the last `window`, read newest first (``KafkaHistoryReader``), so a rebuild
+/// that hits its bound leaves out the oldest statuses, never the newest — the newest are those of
+/// the events a new owner processes again. Each status is decoded cheaply (``StatusDigest``: five
+/// fields, no `CallStatus`).
 public struct StatusHistoryReader: Sendable {
     public var kafka: KafkaConfiguration
     public var statusTopic: String
     /// How far back to read; must cover the longest ring window plus redelivery delays.
     public var window: Duration
-    /// Bound on one rebuild; a partial rebuild is logged, never fatal.
+    /// Bound on one rebuild, look-ups included; what it did not cover is reported per partition.
     public var timeout: Duration
     public var logger: Logger
+    /// Statuses per partition in the first chunk read back from the end, and the largest chunk
+    /// (see ``KafkaHistoryReader``).
+    public var initialChunk = 1_000
+    public var maxChunk = 8_000
 
     /// States after which a delivery must not be pushed again. `retrying` alone is not one: the
     /// previous owner may have died before any push was accepted. Nor is `duplicate`: it says another
@@ -30,98 +48,72 @@ public struct StatusHistoryReader: Sendable {
         self.logger = logger
     }
 
-    /// Reads the status history of `partitions`: `handled` gets each delivery in a handled state
-    /// (and until when to remember it), `cancelled` each call-level cancel marker.
-    public func rebuild(partitions: [Int32], now: Date, handled: (Int32, DeliveryKey, Date) -> Void,
-                        cancelled: (Int32, String, Date) -> Void) async -> [Int32: StatusHistoryCoverage] {
-        var coverage = Dictionary(uniqueKeysWithValues: partitions.map { ($0, StatusHistoryCoverage.complete) })
-        guard !partitions.isEmpty else { return coverage }
+    /// Reads the status history of `partitions` (newest first, bounded by ``timeout``) and reports:
+    /// - `handled(partition, key, rememberUntil)`: a delivery in a handled state (``handledStates``,
+    ///   with a device key), to be remembered until `rememberUntil` (its status time + `window`);
+    /// - `cancelled(partition, callId, at)`: a call-level cancel marker (state `cancelled`, no
+    ///   device key).
+    ///
+    /// Statuses older than `now − window` are skipped. Returns the coverage of every partition;
+    /// partial and failed ones are also logged at error.
+    public func rebuild(
+        partitions: [Int32],
+        now: Date,
+        handled: (Int32, DeliveryKey, Date) -> Void,
+        cancelled: (Int32, String, Date) -> Void
+    ) async -> [Int32: StatusHistoryCoverage] {
+        guard !partitions.isEmpty else { return [:] }
         let started = ContinuousClock.now
-        let consumer: KafkaConsumer
-        do {
-            var configuration = KafkaConsumerConfiguration(kafka: kafka, mode: .manual)
-            configuration.kafka.clientID = kafka.clientID + "-status-history"
-            configuration.maxBufferedMessages = 5_000
-            consumer = try KafkaConsumer(configuration: configuration, logger: logger)
-        } catch {
-            logger.error("cannot read status history; dedupe starts empty", metadata: ["error": "\(error)"])
-            return coverage.mapValues { _ in .failed(reason: "\(error)") }
-        }
-
-        var ends: [Int32: Int64] = [:]
-        var assignments: [KafkaPartitionAssignment] = []
-        let sinceMs = Int64((now.timeIntervalSince1970 - window.seconds) * 1000)
-        // One bound for the whole rebuild: each look-up gets what is left of it.
-        let deadline = started + timeout
-        func remaining() -> Duration { max(.milliseconds(1), deadline - ContinuousClock.now) }
-        for partition in partitions {
-            do {
-                let marks = try await consumer.queryWatermarks(topic: statusTopic, partition: partition, timeout: remaining())
-                let start = try await consumer.startOffset(topic: statusTopic, partition: partition,
-                                                           notBefore: sinceMs, timeout: remaining())
-                if start < marks.high {
-                    ends[partition] = marks.high
-                    assignments.append(KafkaPartitionAssignment(topic: statusTopic, partition: partition, start: .offset(max(start, marks.low))))
-                }
-            } catch {
-                logger.error("cannot locate status history", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
-                coverage[partition] = .failed(reason: "\(error)")
-            }
-        }
+        let since = now.addingTimeInterval(-window.seconds)
+        var configuration = KafkaConsumerConfiguration(kafka: kafka, mode: .manual, closeTimeout: .seconds(5))
+        configuration.kafka.clientID = kafka.clientID + "-status-history"
+        configuration.maxBufferedMessages = 5_000
+        var reader = KafkaHistoryReader(configuration: configuration, logger: logger)
+        reader.initialChunk = initialChunk
+        reader.maxChunk = maxChunk
+        reader.lookupTimeout = min(timeout, .seconds(5))
 
         var read = 0
-        if !assignments.isEmpty {
-            do {
-                try await consumer.assign(assignments)
-                read = try await readUntilEnds(consumer, ends: &ends, sinceMs: sinceMs, deadline: deadline, handled: handled, cancelled: cancelled)
-            } catch {
-                logger.error("status history read failed; dedupe is partial", metadata: ["error": "\(error)"])
+        var remembered = 0
+        let coverage = await reader.read(topic: statusTopic, partitions: partitions, since: since, order: .newestFirst, bound: timeout) { message in
+            read += 1
+            guard let status = StatusDigest(json: message.value), status.at >= since else { return true }
+            if let deviceKey = status.deviceKey {
+                if Self.handledStates.contains(status.state) {
+                    remembered += 1
+                    handled(message.partition, DeliveryKey(callId: status.callId, deviceKey: deviceKey, replay: status.replay),
+                            status.at.addingTimeInterval(window.seconds))
+                }
+            } else if status.state == .cancelled {
+                remembered += 1
+                cancelled(message.partition, status.callId, status.at)
+            }
+            return true
+        }
+        var result: [Int32: StatusHistoryCoverage] = [:]
+        for partition in partitions {
+            switch coverage[partition] {
+            case .complete?:
+                result[partition] = .complete
+            case .partial(let reached)?:
+                result[partition] = .partial(reachedBack: reached)
+                logger.error("status history only partly read within the bound; older statuses are not in the dedupe state", metadata: [
+                    "kafka.partition": "\(partition)", "history.reached": "\(reached.map(ContractCoding.format) ?? "none")",
+                    "history.timeout": "\(timeout)",
+                ])
+            case .failed(let error)?:
+                result[partition] = .failed(reason: error.description)
+                logger.error("status history could not be read; the dedupe state of the partition is empty", metadata: [
+                    "kafka.partition": "\(partition)", "kafka.error": "\(error)",
+                ])
+            case nil:
+                result[partition] = .failed(reason: "not read")
             }
         }
-        for partition in ends.keys { coverage[partition] = .partial(reachedBack: nil) }
-        if !ends.isEmpty {
-            logger.error("status history not fully read within the bound; dedupe is partial",
-                           metadata: ["kafka.partitions": "\(ends.keys.sorted())"])
-        }
-        await consumer.shutdown()
         logger.info("dedupe rebuilt from status history", metadata: [
-            "kafka.partitions": "\(partitions.sorted())", "statuses.read": "\(read)",
+            "kafka.partitions": "\(partitions.sorted())", "statuses.read": "\(read)", "statuses.remembered": "\(remembered)",
             "duration.ms": "\(Int((ContinuousClock.now - started).seconds * 1000))",
         ])
-        return coverage
+        return result
     }
-
-    private func readUntilEnds(_ consumer: KafkaConsumer, ends: inout [Int32: Int64], sinceMs: Int64, deadline: ContinuousClock.Instant,
-                               handled: (Int32, DeliveryKey, Date) -> Void, cancelled: (Int32, String, Date) -> Void) async throws -> Int {
-        var read = 0
-        let timer = Task {
-            try? await Task.sleep(until: deadline)
-            await consumer.shutdown()
-        }
-        defer { timer.cancel() }
-        for try await message in consumer.messages {
-            read += 1
-            if let status = try? CallStatus.decode(Data(message.value)), status.at.timeIntervalSince1970 * 1000 >= Double(sinceMs) {
-                if let deviceKey = status.deviceKey, Self.handledStates.contains(status.state) {
-                    let key = DeliveryKey(callId: status.callId, deviceKey: deviceKey, replay: status.replay)
-                    handled(message.partition, key, status.at.addingTimeInterval(2 * window.seconds))
-                } else if status.deviceKey == nil, status.state == .cancelled {
-                    cancelled(message.partition, status.callId, status.at)
-                }
-            }
-            if let end = ends[message.partition], message.offset + 1 >= end { ends[message.partition] = nil }
-            if ends.isEmpty { break }
-        }
-        return read
-    }
-}
-
-/// How much of a partition's status history a rebuild read.
-public enum StatusHistoryCoverage: Sendable, Equatable {
-    /// Everything from `now − window` to the end.
-    case complete
-    /// The bound ran out; the statuses from `reachedBack` on were read (nil: unknown).
-    case partial(reachedBack: Date?)
-    /// Nothing could be read.
-    case failed(reason: String)
 }

@@ -34,6 +34,11 @@ public final class KafkaConsumer: Service, Sendable {
     let handleGuard = HandleGuard()
     let waiterIDs = Atomic<Int>(0)
     let pollContext = ConsumerPollContext()
+    /// The last rebalance handler task: the next one waits for it (handlers run one at a time).
+    let handlerChain = Locked<Task<Void, Never>?>(nil)
+    /// Set when an assign handler returned after the poll thread stopped waiting for it: the
+    /// poll thread then resumes that handler's partitions.
+    let pauseSyncRequested = Atomic<Bool>(false)
     private let consumerQueue: UncheckedHandle?
     private let stopRequested = Atomic<Bool>(false)
     private let shutdownStarted = Atomic<Bool>(false)
@@ -147,6 +152,7 @@ public final class KafkaConsumer: Service, Sendable {
         pollContext.pendingEpoch = state.withLock { $0.epoch }
         let fetchThreshold = client.configValue("queued.min.messages").flatMap(Int.init) ?? 100_000
         while !stopRequested.load(ordering: .acquiring) {
+            if pauseSyncRequested.exchange(false, ordering: .acquiringAndReleasing) { syncPauses() }
             runCommands()
             var timeout: Int32 = 100
             var drained = false

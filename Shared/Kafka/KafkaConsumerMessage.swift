@@ -62,14 +62,22 @@ public struct KafkaConsumerMessage: Sendable, Hashable {
 
 /// What the consumer tells the application about partition assignment changes.
 ///
-/// Both handlers run while the consumer's poll thread waits for them (bounded by
-/// ``KafkaConsumerConfiguration/assignTimeout`` / ``KafkaConsumerConfiguration/revokeTimeout``):
-/// - `onAssign`: new partitions, before any of their messages is delivered (e.g. rebuild state);
+/// - `onAssign`: new partitions. No message of them is delivered before it returned, however
+///   long it takes (e.g. rebuild state). The poll thread waits for it up to
+///   ``KafkaConsumerConfiguration/assignTimeout``; after that it holds the partitions paused in
+///   librdkafka and goes on serving the group (heartbeats, further rebalances, the consumer's other
+///   partitions) until the handler returns, then resumes them from the committed offset. If the
+///   partitions are revoked meanwhile, the late return resumes nothing.
 /// - `onRevoke`: partitions about to move; finish in-flight work for them and store its offsets.
-///   When it returns (or the bound runs out) the layer commits stored offsets and unassigns.
-///   Buffered messages of revoked partitions are never delivered afterwards.
+///   The poll thread waits for it up to ``KafkaConsumerConfiguration/revokeTimeout``; then the
+///   layer commits stored offsets and unassigns. Buffered messages of revoked partitions are
+///   never delivered afterwards.
 ///
-/// The handlers must not wait for messages from the same consumer (it is paused meanwhile).
+/// Handlers run one at a time, in the order of the rebalance events: a revoke handler starts
+/// after the assign handler before it returned (its partitions delivered nothing meanwhile, so
+/// they have no in-flight work), and its bound includes that wait.
+///
+/// The handlers must not wait for messages from the same consumer.
 public struct KafkaRebalanceHandler: Sendable {
     /// Called with newly assigned partitions.
     public var onAssign: @Sendable ([KafkaTopicPartition]) async -> Void

@@ -42,6 +42,33 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         case persisted = "persisted"
     }
 
+    /// What a caller should do about an error: the classification callers act on, so that no
+    /// caller keeps its own list of librdkafka codes.
+    ///
+    /// For a producer's per-record results:
+    /// - ``retriable``: transient (timeouts, leader changes, a full local queue, ``Code/timeout``);
+    ///   send the record again, with a back-off.
+    /// - ``recordRejected``: this record can never be stored as it is (larger than
+    ///   `message.max.bytes`, a partition or topic the cluster does not have, an invalid record);
+    ///   sending it again fails the same way. End its processing in a defined way (e.g. a
+    ///   dead-letter record with the reason).
+    /// - ``unauthorized``: the client lacks a permission (topic, group or cluster ACL, failed
+    ///   authentication). Nothing the record can change; an operator has to. Retrying succeeds only
+    ///   once they did.
+    /// - ``fatal``: the client instance failed for good (e.g. the idempotent producer lost its
+    ///   sequence). A ``KafkaProducer`` replaces its client by itself: send again.
+    /// - ``shutdown``: the client was shut down; do not retry on it.
+    /// - ``permanent``: the request cannot succeed for a reason that is not the record's
+    ///   (configuration, a feature the broker does not support, invalid use of the API).
+    public enum Disposition: String, Sendable, Hashable, CaseIterable {
+        case retriable
+        case recordRejected = "record_rejected"
+        case unauthorized
+        case fatal
+        case shutdown
+        case permanent
+    }
+
     /// The stable error code.
     public var code: Code
     /// A human readable description (never contains secrets).
@@ -120,6 +147,43 @@ extension KafkaError {
         RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE, RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
         RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS,
         RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR,
+    ] as [rd_kafka_resp_err_t]).map(\.rawValue))
+
+    /// What a caller should do about this error (see ``Disposition``).
+    public var disposition: Disposition {
+        if isFatal { return .fatal }
+        if code == .shutdown { return .shutdown }
+        if code == .timeout { return .retriable }
+        if let raw = rdKafkaCode {
+            if Self.shutdownCodes.contains(raw) { return .shutdown }
+            if Self.unauthorizedCodes.contains(raw) { return .unauthorized }
+            if Self.recordRejectedCodes.contains(raw) { return .recordRejected }
+        }
+        return isRetriable ? .retriable : .permanent
+    }
+
+    /// The client is going away: purged at shutdown, or destroyed.
+    private static let shutdownCodes: Set<Int32> = Set(([
+        RD_KAFKA_RESP_ERR__PURGE_QUEUE, RD_KAFKA_RESP_ERR__PURGE_INFLIGHT, RD_KAFKA_RESP_ERR__DESTROY,
+    ] as [rd_kafka_resp_err_t]).map(\.rawValue))
+
+    /// Missing permissions or failed authentication.
+    private static let unauthorizedCodes: Set<Int32> = Set(([
+        RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+        RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        RD_KAFKA_RESP_ERR_DELEGATION_TOKEN_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED,
+        RD_KAFKA_RESP_ERR__AUTHENTICATION,
+    ] as [rd_kafka_resp_err_t]).map(\.rawValue))
+
+    /// Errors about the record itself. librdkafka reports `_UNKNOWN_PARTITION` / `_UNKNOWN_TOPIC`
+    /// locally only once it knows the topic's metadata (before that the record waits), so they
+    /// mean the cluster has no such partition or topic.
+    private static let recordRejectedCodes: Set<Int32> = Set(([
+        RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
+        RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_INVALID_RECORD, RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
+        RD_KAFKA_RESP_ERR__INVALID_ARG, RD_KAFKA_RESP_ERR__BAD_MSG,
+        RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP, RD_KAFKA_RESP_ERR_POLICY_VIOLATION,
+        RD_KAFKA_RESP_ERR_INVALID_REQUIRED_ACKS, RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION,
     ] as [rd_kafka_resp_err_t]).map(\.rawValue))
 
     static func shutdown(_ what: String) -> KafkaError {

@@ -1,21 +1,24 @@
-import CRdKafka
 import Foundation
 import Logging
 import ServiceLifecycle
-import Synchronization
 import Locking
 
 /// An idempotent Kafka producer whose `send` returns only after the broker acknowledged.
 ///
-/// - `send(_:)` / `send(_:)` (batch) return delivery reports (topic, partition, offset) or
-///   typed ``KafkaError``s whose ``KafkaError/persistenceStatus`` tells "not stored" from
-///   "possibly stored".
+/// - ``send(_:)-(KafkaProducerRecord)`` / ``send(_:)-([KafkaProducerRecord])`` return delivery
+///   reports (topic, partition, offset) or typed ``KafkaError``s. ``KafkaError/disposition`` says
+///   what to do about one (retry, give the record up, fix permissions);
+///   ``KafkaError/persistenceStatus`` tells "not stored" from "possibly stored".
+/// - ``send(_:timeout:)-(KafkaProducerRecord,_)``: the same, bounded by the caller.
 /// - Back-pressure: when librdkafka's local queue is full the sender waits (bounded by
 ///   ``KafkaProducerConfiguration/queueFullTimeout``) instead of failing or buffering in Swift.
-/// - Fatal errors (e.g. idempotence sequence desync) make sends fail with `isFatal`; the
-///   owner should shut this producer down and create a new one.
+/// - Fatal errors (e.g. idempotence sequence desync, a missing cluster permission for the
+///   idempotent producer) are repaired here: the producer replaces its librdkafka client by itself
+///   (the broken one is flushed and destroyed in the background, bounded), backing off when the
+///   new one fails again at once. Records caught in it fail with disposition
+///   ``KafkaError/Disposition/fatal``: send them again. ``clientReplacements`` counts replacements.
 ///
-/// Delivery reports are served by a dedicated thread that blocks in `rd_kafka_poll`
+/// Delivery reports are served by a dedicated thread per client that blocks in `rd_kafka_poll`
 /// (started by the initializer). Run the producer as a `Service` (its `run()` ends with a
 /// flush bounded by ``KafkaProducerConfiguration/flushTimeout``, then destroy) or call
 /// ``shutdown()``.
@@ -23,12 +26,8 @@ public final class KafkaProducer: Service, Sendable {
     /// The configuration the producer was created with.
     public let configuration: KafkaProducerConfiguration
     let logger: Logger
-    let client: RDKafkaClient
-    let state = Locked(ProducerStateMachine())
-    /// `rd_kafka_topic_t` handles by topic name, destroyed at shutdown.
-    let topics = Locked<[String: UncheckedHandle]>([:])
-    private let stopRequested = Atomic<Bool>(false)
-    private let pollOneShotSignal = OneShotSignal()
+    private let clients: Locked<ProducerReplacement>
+    private let stopped = OneShotSignal()
 
     /// Creates the producer and starts its delivery-report thread.
     ///
@@ -36,102 +35,189 @@ public final class KafkaProducer: Service, Sendable {
     public init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
         self.configuration = configuration
         self.logger = logger
-        self.client = try RDKafkaClient.create(
-            type: RD_KAFKA_PRODUCER,
-            properties: configuration.librdkafkaProperties,
-            logger: logger,
-            delegate: nil
-        )
-        let thread = Thread { [self] in self.pollLoop() }
-        thread.name = "kafka-producer-poll"
-        thread.start()
+        let first = try ProducerClient(configuration: configuration, logger: logger)
+        self.clients = Locked(ProducerReplacement(
+            first, backoff: configuration.replacementBackoff, maxBackoff: configuration.maxReplacementBackoff
+        ))
+        watch(first)
         logger.debug("kafka producer created", metadata: ["kafka.config": "\(configuration)"])
     }
 
-    /// The fatal error raised on this producer, if any; once set, create a new producer.
-    public var fatalError: KafkaError? { client.fatalError }
+    /// The fatal error of the client in use, if any (it is being replaced).
+    public var fatalError: KafkaError? { currentClient.fatalError }
 
-    /// Runs until graceful shutdown, cancellation or a fatal error, then flushes (bounded)
-    /// and destroys the client.
-    ///
-    /// - Throws: the fatal ``KafkaError`` if one ended it (recreate the producer).
+    /// How many times the producer replaced its librdkafka client after a fatal error.
+    public var clientReplacements: Int { clients.withLock { $0.replacements } }
+
+    /// The client sends go through now.
+    var currentClient: ProducerClient { clients.withLock { $0.current } }
+
+    /// Runs until graceful shutdown or cancellation, then flushes (bounded) and destroys the
+    /// client. Fatal errors do not end it: the producer replaces its client.
     public func run() async throws {
-        let stop = client.context.stopSignal
+        let stopped = self.stopped
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                await stop.wait()
+                await stopped.wait()
             } onCancel: {
-                stop.finish()
+                stopped.finish()
             }
         } onGracefulShutdown: {
-            stop.finish()
+            stopped.finish()
         }
         await shutdown()
-        if let fatal = client.fatalError { throw fatal }
     }
 
     /// Stops accepting sends, waits for sends in progress to hand over their messages,
     /// flushes with ``KafkaProducerConfiguration/flushTimeout`` (messages not acknowledged by
     /// then fail with a purge error), and destroys the client. Safe to call more than once.
     public func shutdown() async {
-        client.context.stopSignal.finish()
-        switch state.withLock({ $0.beginShutdown() }) {
-        case .done:
-            return
-        case .waitForOther:
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                if !state.withLock({ $0.waitForFinish(continuation) }) { continuation.resume() }
-            }
-            return
-        case .perform(let wakeSenders):
-            for sender in wakeSenders { sender.resume() }
-        }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if !state.withLock({ $0.waitForDrain(continuation) }) { continuation.resume() }
-        }
-        state.withLock { $0.closing() }
-        stopRequested.store(true, ordering: .releasing)
-        wakePollThread()
-        await pollOneShotSignal.wait()
-        await client.destroy(deadline: configuration.destroyTimeout, name: "kafka-producer")
-        let waiters = state.withLock { $0.finished() }
-        for waiter in waiters { waiter.resume() }
+        stopped.finish()
+        let (all, pending) = clients.withLock { $0.stop() }
+        pending?.cancel()
+        await pending?.value
+        for client in all { await client.shutdown() }
         logger.debug("kafka producer shut down")
     }
 
-    private func wakePollThread() {
-        if let queue = rd_kafka_queue_get_main(client.handle) {
-            rd_kafka_queue_yield(queue)
-            rd_kafka_queue_destroy(queue)
+    // MARK: sending
+
+    /// Sends one record and returns once the broker acknowledged it.
+    ///
+    /// Waits (bounded by ``KafkaProducerConfiguration/queueFullTimeout``) while the local
+    /// queue is full. The wait for the acknowledgement is bounded by
+    /// ``KafkaProducerConfiguration/deliveryTimeout``.
+    ///
+    /// - Throws: ``KafkaError`` — the delivery failed (see ``KafkaError/disposition`` and
+    ///   ``KafkaError/persistenceStatus``), or the producer is shut down.
+    @discardableResult
+    public func send(_ record: KafkaProducerRecord) async throws(KafkaError) -> KafkaDeliveryReport {
+        try await send([record], deadline: nil)[0].get()
+    }
+
+    /// Sends many records and returns one result per record, in order, once every record
+    /// was acknowledged or failed. This is the fast path: one continuation per batch.
+    ///
+    /// - Throws: ``KafkaError`` only when nothing could be sent (shut down, or the client is
+    ///   fatal and not replaced yet: disposition ``KafkaError/Disposition/fatal``).
+    public func send(_ records: [KafkaProducerRecord]) async throws(KafkaError) -> [Result<KafkaDeliveryReport, KafkaError>] {
+        try await send(records, deadline: nil)
+    }
+
+    /// Sends one record like ``send(_:)-(KafkaProducerRecord)``, but returns by `timeout` at the
+    /// latest: then it throws ``KafkaError/Code/timeout`` (disposition
+    /// ``KafkaError/Disposition/retriable``) with ``KafkaError/persistenceStatus``
+    /// `possiblyPersisted` if the record was handed to librdkafka (which keeps it and may still
+    /// deliver it; an idempotent producer stores it at most once), `notPersisted` if the local
+    /// queue stayed full. The bound costs no task: it is an entry in the shared ``DeadlineSweeper``
+    /// (fires up to its resolution, 50 ms, late).
+    @discardableResult
+    public func send(_ record: KafkaProducerRecord, timeout: Duration) async throws(KafkaError) -> KafkaDeliveryReport {
+        try await send([record], deadline: .now + timeout)[0].get()
+    }
+
+    /// Sends many records like ``send(_:)-([KafkaProducerRecord])``, returning by `timeout` at the
+    /// latest; records unanswered then fail with ``KafkaError/Code/timeout`` (see
+    /// ``send(_:timeout:)-(KafkaProducerRecord,_)``).
+    public func send(
+        _ records: [KafkaProducerRecord], timeout: Duration
+    ) async throws(KafkaError) -> [Result<KafkaDeliveryReport, KafkaError>] {
+        try await send(records, deadline: .now + timeout)
+    }
+
+    /// Waits until every message handed to librdkafka so far was acknowledged or failed, at
+    /// most `timeout`. Returns `true` if the queue is empty. (Shutdown flushes by itself.)
+    public func flush(timeout: Duration) async -> Bool {
+        await currentClient.flush(timeout: timeout)
+    }
+
+    private func send(
+        _ records: [KafkaProducerRecord], deadline: ContinuousClock.Instant?
+    ) async throws(KafkaError) -> [Result<KafkaDeliveryReport, KafkaError>] {
+        var client = currentClient
+        while true {
+            do {
+                let results = try await client.send(records, deadline: deadline)
+                return review(results, from: client)
+            } catch {
+                // Replaced between the look-up and the send: nothing was handed over; use the new one.
+                if error.code == .shutdown, !stopped.isFinished {
+                    let fresh = currentClient
+                    if fresh !== client {
+                        client = fresh
+                        continue
+                    }
+                }
+                if error.isFatal { clientFailed(client) }
+                throw error
+            }
         }
     }
 
-    /// The delivery-report thread: blocks in `rd_kafka_poll` (woken by reports, by the timeout
-    /// or by `rd_kafka_queue_yield` at shutdown), then lets senders waiting for room retry.
-    private func pollLoop() {
-        let handle = client.handle
-        while !stopRequested.load(ordering: .acquiring) {
-            rd_kafka_poll(handle, 100)
-            let waiters = state.withLock { $0.takeSpaceWaiters() }
-            for waiter in waiters { waiter.resume() }
+    /// Marks the failures a fatal client caused (purged or refused records) as fatal, so callers
+    /// send them again through the replacement, and reports the client.
+    private func review(
+        _ results: [Result<KafkaDeliveryReport, KafkaError>], from client: ProducerClient
+    ) -> [Result<KafkaDeliveryReport, KafkaError>] {
+        guard results.contains(where: { if case .failure = $0 { true } else { false } }) else { return results }
+        guard client.fatalError != nil else { return results }
+        clientFailed(client)
+        return results.map { result in
+            guard case .failure(var error) = result, !error.isFatal, Self.causedByFatalClient(error) else { return result }
+            error.isFatal = true
+            error.isRetriable = false
+            return .failure(error)
         }
-        // Shutdown: flush on this same thread so delivery callbacks never run concurrently.
-        let flushMs = Int32(clamping: configuration.flushTimeout.milliseconds)
-        if rd_kafka_flush(handle, flushMs) != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.warning(
-                "kafka producer flush timed out; purging undelivered messages",
-                metadata: ["kafka.outq": "\(rd_kafka_outq_len(handle))"]
-            )
-            rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
-            // Purged messages get their (failed) delivery reports here.
-            _ = rd_kafka_flush(handle, 1000)
-            rd_kafka_poll(handle, 0)
+    }
+
+    /// Failures of a client that went fatal that are the client's, not the record's.
+    private static func causedByFatalClient(_ error: KafkaError) -> Bool {
+        error.code == .shutdown || error.disposition == .shutdown
+    }
+
+    // MARK: replacement
+
+    /// Replaces `client` when it reports a fatal error (its stop signal fires then, and at shutdown).
+    private func watch(_ client: ProducerClient) {
+        let signal = client.stopSignal
+        Task { [weak self] in
+            await signal.wait()
+            guard let self, client.fatalError != nil else { return }
+            self.clientFailed(client)
         }
-        let handles = topics.withLock { topics -> [UncheckedHandle] in
-            defer { topics.removeAll() }
-            return Array(topics.values)
+    }
+
+    private func clientFailed(_ client: ProducerClient) {
+        let action = clients.withLock { $0.failed(client, now: .now) }
+        guard case .replace(let wait) = action else { return }
+        let task = Task { [weak self] in
+            if wait > .zero { try? await Task.sleep(for: wait) }
+            await self?.replace(client)
         }
-        for topic in handles { rd_kafka_topic_destroy(topic.pointer) }
-        pollOneShotSignal.finish()
+        clients.withLock { if !$0.stopped { $0.pending = task } }
+    }
+
+    private func replace(_ broken: ProducerClient) async {
+        guard !stopped.isFinished else { return }
+        let fresh: ProducerClient
+        do {
+            fresh = try ProducerClient(configuration: configuration, logger: logger)
+        } catch {
+            logger.error("cannot create a kafka producer client to replace a failed one", metadata: ["kafka.error": "\(error)"])
+            clients.withLock { $0.replacementFailed(now: .now) }
+            return
+        }
+        guard let retired = clients.withLock({ $0.replace(with: fresh, now: .now) }) else {
+            await fresh.shutdown()
+            return
+        }
+        watch(fresh)
+        logger.error("kafka producer client hit a fatal error; replaced it", metadata: [
+            "kafka.error": "\(broken.fatalError.map { "\($0)" } ?? "unknown")",
+            "kafka.producer.replacements": "\(clientReplacements)",
+        ])
+        // Flush (its queue was purged by the fatal error) and destroy, each bounded.
+        await retired.shutdown()
+        clients.withLock { $0.retired(retired) }
     }
 }

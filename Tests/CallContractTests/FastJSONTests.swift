@@ -26,7 +26,6 @@ import Testing
     /// Generated rings (hostile strings, out-of-range numbers) and random mutations of their
     /// bytes: whenever the fast path returns a ring, the decoder returns the same one.
     @Test func whatTheFastPathAcceptsTheDecoderAcceptsAsEqual() throws {
-        let inserts = Array(#"{}[],:" \-0123456789.eE+nulltruefalse"#.utf8) + [0x00, 0x7F, 0xC3, 0xA9]
         var fastCount = 0
         for seed in 1...300 as ClosedRange<UInt64> {
             var g = Generator(state: seed)
@@ -35,18 +34,7 @@ import Testing
             let original = Array(try CallRequest.ring(ring).encoded())
             for round in 0..<30 {
                 var bytes = original
-                for _ in 0..<(round == 0 ? 0 : g.int(1...3)) where !bytes.isEmpty {
-                    let at = g.int(0...(bytes.count - 1))
-                    switch g.int(0...3) {
-                    case 0: bytes.remove(at: at)
-                    case 1: bytes.insert(inserts[g.int(0...(inserts.count - 1))], at: at)
-                    case 2: bytes[at] = inserts[g.int(0...(inserts.count - 1))]
-                    default:
-                        // Duplicate a slice (keys, members) somewhere else.
-                        let end = min(bytes.count, at + g.int(1...24))
-                        bytes.insert(contentsOf: bytes[at..<end], at: g.int(0...bytes.count))
-                    }
-                }
+                if round > 0 { g.mutate(&bytes) }
                 let data = Data(bytes)
                 guard let fast = CallRequest.fastRing(data) else { continue }
                 fastCount += 1
@@ -69,5 +57,27 @@ import Testing
         }
         #expect(FastJSON.timestamp("2026-11-21T12:00:00.012Z") == Date(timeIntervalSince1970: 1_795_262_400.012))
         #expect(FastJSON.timestamp("2026-02-30T00:00:00.000Z") == nil, "impossible dates go to Foundation's parser")
+    }
+}
+
+extension ContractJSONWriterTests.Generator {
+    /// JSON punctuation, digits, literals' letters, NUL, DEL and a UTF-8 sequence.
+    static let mutationBytes = Array(#"{}[],:" \-0123456789.eE+nulltruefalse"#.utf8) + [0x00, 0x7F, 0xC3, 0xA9]
+
+    /// One to three random edits of a document: a byte removed, inserted or replaced, or a slice
+    /// (keys, members) duplicated elsewhere. For fast-path-versus-decoder tests.
+    mutating func mutate(_ bytes: inout [UInt8]) {
+        let inserts = Self.mutationBytes
+        for _ in 0..<int(1...3) where !bytes.isEmpty {
+            let at = int(0...(bytes.count - 1))
+            switch int(0...3) {
+            case 0: bytes.remove(at: at)
+            case 1: bytes.insert(inserts[int(0...(inserts.count - 1))], at: at)
+            case 2: bytes[at] = inserts[int(0...(inserts.count - 1))]
+            default:
+                let end = min(bytes.count, at + int(1...24))
+                bytes.insert(contentsOf: bytes[at..<end], at: int(0...bytes.count))
+            }
+        }
     }
 }

@@ -14,15 +14,8 @@ struct PauseAcrossRebalanceTests {
     @Test("a member paused by back-pressure during a rebalance consumes the partitions it gets back")
     func backpressurePausedMemberResumesAfterRebalance() async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("repause")
-            try cluster.createTopic(topic, partitions: Int(Self.partitions))
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                let records = (0..<Self.messages).map { number in
-                    var record = KafkaProducerRecord.numbered(topic: topic, number)
-                    record.partition = Int32(number % Int(Self.partitions))
-                    return record
-                }
-                _ = try await producer.send(records).map { try $0.get() }
+            let topic = try await makeTopic("repause", partitions: Int(Self.partitions), on: cluster) { topic in
+                KafkaProducerRecord.numbered(topic: topic, 0..<Self.messages, partition: { Int32($0 % Int(Self.partitions)) })
             }
             var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("repause"), topics: [topic])
             configuration.maxBufferedMessages = 40

@@ -121,13 +121,14 @@ struct ProducerTests {
                     }
                     #expect(error?.code == "TOPIC_AUTHORIZATION_FAILED")
                     #expect(error?.isRetriable == false)
+                    #expect(error?.disposition == .unauthorized)
                     #expect(error?.persistenceStatus == .notPersisted)
                 }
             }
         }
     }
 
-    @Test("a record larger than the broker accepts fails with a typed error, others still go through")
+    @Test("a record larger than the broker accepts is rejected at once (not retried), others still go through")
     func oversizedRecord() async throws {
         try await withCluster(brokers: 1) { cluster in
             let topic = TestSupport.unique("big")
@@ -147,6 +148,7 @@ struct ProducerTests {
                     return
                 }
                 #expect(error.code == "MSG_SIZE_TOO_LARGE")
+                #expect(error.disposition == .recordRejected)
                 #expect(error.persistenceStatus == .notPersisted)
                 #expect(await producer.flush(timeout: .seconds(5)), "nothing left in the queue")
             }
@@ -163,30 +165,6 @@ struct ProducerTests {
                 try await producer.send(KafkaProducerRecord(topic: "t", key: nil, value: "x"))
             }
             #expect(error?.code == .shutdown)
-        }
-    }
-
-    @Test("a fatal error ends run() with an isFatal error and later sends fail with it")
-    func fatalErrorSurfaces() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let producer = try KafkaProducer(configuration: TestSupport.producerConfiguration(cluster), logger: TestSupport.logger)
-            let running = Task { () -> KafkaError? in
-                do {
-                    try await producer.run()
-                    return nil
-                } catch {
-                    return error as? KafkaError
-                }
-            }
-            rd_kafka_test_fatal_error(producer.client.handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, "test")
-            let ended = try await withTimeout("run() ending", seconds: 20) { await running.value }
-            #expect(ended?.isFatal == true)
-            #expect(ended?.code == "OUT_OF_ORDER_SEQUENCE_NUMBER")
-            #expect(producer.fatalError?.isFatal == true)
-            let error = await #expect(throws: KafkaError.self) {
-                try await producer.send(KafkaProducerRecord(topic: "t", key: nil, value: "x"))
-            }
-            #expect(error?.isFatal == true)
         }
     }
 }

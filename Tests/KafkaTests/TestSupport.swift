@@ -1,5 +1,6 @@
 import CallpushTestSupport
 import Foundation
+import Locking
 import Logging
 import Testing
 
@@ -117,6 +118,38 @@ func withProducer<T: Sendable>(
     }
 }
 
+/// The consumers a test starts; ``withConsumers(_:)`` shuts them all down when its body ends.
+final class Consumers: Sendable {
+    private let started = Locked<[KafkaConsumer]>([])
+
+    /// Creates a consumer that is shut down with the others.
+    func start(
+        _ configuration: KafkaConsumerConfiguration, rebalanceHandler: KafkaRebalanceHandler = KafkaRebalanceHandler()
+    ) throws(KafkaError) -> KafkaConsumer {
+        let consumer = try KafkaConsumer(configuration: configuration, rebalanceHandler: rebalanceHandler, logger: TestSupport.logger)
+        started.withLock { $0.append(consumer) }
+        return consumer
+    }
+
+    func shutdown() async {
+        for consumer in started.withLock({ $0 }).reversed() { await consumer.shutdown() }
+    }
+}
+
+/// Runs `body` with a ``Consumers`` and shuts every consumer it started down afterwards, also
+/// when `body` throws.
+func withConsumers<T: Sendable>(_ body: (Consumers) async throws -> T) async throws -> T {
+    let consumers = Consumers()
+    do {
+        let result = try await body(consumers)
+        await consumers.shutdown()
+        return result
+    } catch {
+        await consumers.shutdown()
+        throw error
+    }
+}
+
 /// Reads messages until `done` says so (or the timeout fails the test).
 func consume(
     _ consumer: KafkaConsumer,
@@ -143,6 +176,35 @@ extension KafkaProducerRecord {
             headers: [KafkaHeader(key: "id", string: "\(number)")]
         )
     }
+}
+
+extension KafkaProducerRecord {
+    /// Numbered records for `range`, each to the partition `partition` picks for its number, with
+    /// timestamp `at` (default: the producer's clock).
+    static func numbered(topic: String, _ range: Range<Int>, partition: (Int) -> Int32, at: Date? = nil) -> [KafkaProducerRecord] {
+        range.map { number in
+            var record = KafkaProducerRecord.numbered(topic: topic, number)
+            record.partition = partition(number)
+            record.timestampMilliseconds = at.map { Int64($0.timeIntervalSince1970 * 1000) }
+            return record
+        }
+    }
+}
+
+/// Creates `topic` with `partitions` partitions on `cluster` and stores `records` in it (made for
+/// the topic's name); returns the name.
+func makeTopic(
+    _ prefix: String, partitions: Int, on cluster: EmbeddedKafkaCluster,
+    records: (String) -> [KafkaProducerRecord] = { _ in [] }
+) async throws -> String {
+    let topic = TestSupport.unique(prefix)
+    try cluster.createTopic(topic, partitions: partitions)
+    let batch = records(topic)
+    guard !batch.isEmpty else { return topic }
+    try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+        _ = try await producer.send(batch).map { try $0.get() }
+    }
+    return topic
 }
 
 extension KafkaConsumerMessage {

@@ -54,14 +54,14 @@ final class RecordingPublisher: OutcomePublishing {
 
     struct Unavailable: Error {}
 
-    func publish(status: CallStatus, partition: Int32) async throws {
+    func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws {
         try state.withLock { state in
             if state.failuresLeft > 0 { state.failuresLeft -= 1; throw Unavailable() }
             state.statuses.append((status, partition))
         }
     }
 
-    func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)]) async throws {
+    func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws {
         try state.withLock { state in
             if state.failuresLeft > 0 { state.failuresLeft -= 1; throw Unavailable() }
             state.dlq.append(DeadLetter(key: key, value: value, headers: Dictionary(headers, uniquingKeysWith: { a, _ in a })))

@@ -89,4 +89,29 @@ import Testing
             await bed.stop([worker])
         }
     }
+
+    /// M5: the lag gauge keeps counting while the worker is too slow and fetching is paused (the
+    /// consumer then learns no high watermark from fetches).
+    @Test func consumerLagKeepsGrowingWhileFetchingIsPaused() async throws {
+        try await WorkerTestbed.with(partitions: 1) { bed in
+            let sender = ScriptedSender(latency: .seconds(120))
+            let worker = try bed.startWorker("worker-slow", sender: sender, maxInFlight: 10)
+            try await bed.produce((0..<400).map { _ in .ring(makeRing(ringsFor: TestTiming.scaled(seconds: 300))) })
+            let paused = ContinuousClock.now + .seconds(30)
+            while worker.service.consumer.backpressurePauseCount == 0, ContinuousClock.now < paused {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(worker.service.consumer.backpressurePauseCount > 0, "the slow worker paused fetching")
+            try await bed.produce((0..<3_000).map { _ in .ring(makeRing(ringsFor: TestTiming.scaled(seconds: 300))) })
+            func lag() -> Double? {
+                worker.service.metrics.exposition().split(separator: "\n")
+                    .first { $0.hasPrefix(#"callpush_worker_consumer_lag_messages{partition="0"}"#) }
+                    .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+            }
+            let deadline = ContinuousClock.now + .seconds(30)  // gauges are refreshed every 5 s
+            while (lag() ?? 0) < 3_000, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(250)) }
+            #expect((lag() ?? 0) >= 3_000, "lag \(lag() ?? -1)")
+            await bed.stop([worker])
+        }
+    }
 }

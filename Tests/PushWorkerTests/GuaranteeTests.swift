@@ -231,8 +231,8 @@ func makeRing(token: String, environment: APNsEnvironment, app: String = "rider"
     final class RefusingStatuses: OutcomePublishing {
         struct Refused: Error {}
         let dlq = Locked<[[String: String]]>([])
-        func publish(status: CallStatus, partition: Int32) async throws { throw Refused() }
-        func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)]) async throws {
+        func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws { throw Refused() }
+        func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws {
             dlq.withLock { $0.append(Dictionary(headers, uniquingKeysWith: { a, _ in a })) }
         }
         func classify(_ error: any Error) -> OutcomeWriteFailure { .permanent(code: "_UNKNOWN_PARTITION") }

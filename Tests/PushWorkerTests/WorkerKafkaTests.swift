@@ -322,7 +322,7 @@ actor PortBox {
         // "sent": handled. "duplicate" alone: a copy answered while another was in progress, which was
         // then handed back; nothing rang, so the next owner must push. "retrying" alone: not handled.
         for item in [status("sent-call", .sent), status("dup-call", .duplicate), status("retry-call", .retrying)] {
-            try await publisher.publish(status: item, partition: 0)
+            try await publisher.publish(status: item, partition: 0, within: nil)
         }
         await producer.shutdown()
         let reader = StatusHistoryReader(kafka: kafka, statusTopic: "status-history", window: .seconds(600),

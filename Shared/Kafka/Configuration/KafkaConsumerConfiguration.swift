@@ -36,7 +36,8 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
     public var maxBufferedMessages: Int
     /// How long the revoke handler may take before the layer commits and unassigns anyway. Default 10 s.
     public var revokeTimeout: Duration
-    /// How long the assign handler may take before messages start flowing anyway. Default 30 s.
+    /// How long the poll thread waits for the assign handler before it goes back to serving the
+    /// group; the handler's partitions stay paused until it returns. Default 30 s.
     public var assignTimeout: Duration
     /// How long shutdown waits for `rd_kafka_consumer_close` and `rd_kafka_destroy` each. Default 15 s.
     public var closeTimeout: Duration

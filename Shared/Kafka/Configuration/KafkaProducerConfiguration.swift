@@ -22,6 +22,13 @@ public struct KafkaProducerConfiguration: Sendable, Hashable, CustomStringConver
     public var destroyTimeout: Duration
     /// Idempotent producer (`enable.idempotence`). Default `true`; turning it off risks duplicates.
     public var idempotent: Bool
+    /// After a fatal error the producer replaces its librdkafka client at once; if the new one
+    /// fails fatally too within ``maxReplacementBackoff``, the next replacement waits this long
+    /// after the previous one, doubling each time up to ``maxReplacementBackoff``. Default 1 s.
+    public var replacementBackoff: Duration = .seconds(1)
+    /// The longest wait between two replacements; a client that lived longer than this resets
+    /// the back-off. Default 30 s.
+    public var maxReplacementBackoff: Duration = .seconds(30)
 
     /// Creates a producer configuration with callpush's defaults.
     public init(

@@ -40,20 +40,39 @@ struct ConsumerStateMachine {
     /// restarts its fetch from an old position (re-delivery; fixed in 2.4.0). So every pause and
     /// resume goes through ``pauseChanges()``, which pauses and resumes exactly the difference.
     private(set) var fetchPaused: Set<KafkaTopicPartition> = []
+    /// Group mode: assigned partitions whose assign handler has not returned yet, with the epoch
+    /// their assignment began at. They are held paused (see ``pauseChanges()``) so that none of
+    /// their messages reaches the application before the handler returned, however long it takes.
+    private(set) var awaitingAssignHandler: [KafkaTopicPartition: Int] = [:]
     /// How many times the poll thread paused for back-pressure (observability, tests).
     var backpressurePauses = 0
 
     // MARK: assignment
 
+    /// Group mode: `partitions` were assigned; they are held until ``assignHandlerFinished(epoch:)``
+    /// with the epoch this leaves in ``epoch``.
     mutating func assign(_ partitions: [KafkaTopicPartition]) {
         epoch += 1
-        for partition in partitions { assigned[partition] = epoch }
+        for partition in partitions {
+            assigned[partition] = epoch
+            awaitingAssignHandler[partition] = epoch
+        }
+    }
+
+    /// The assign handler of the assignment that began at `epoch` returned: its partitions may
+    /// fetch, if they are still in that assignment (a partition revoked and assigned again since
+    /// waits for its new assignment's handler). Returns whether a partition was released.
+    mutating func assignHandlerFinished(epoch assignmentEpoch: Int) -> Bool {
+        let released = awaitingAssignHandler.filter { $0.value == assignmentEpoch }.keys
+        for partition in released { awaitingAssignHandler[partition] = nil }
+        return !released.isEmpty
     }
 
     /// Replaces the whole assignment (manual mode).
     mutating func replaceAssignment(_ partitions: [KafkaTopicPartition]) {
         epoch += 1
         assigned = [:]
+        awaitingAssignHandler = [:]
         for partition in partitions { assigned[partition] = epoch }
         dropInvalid()
     }
@@ -63,6 +82,7 @@ struct ConsumerStateMachine {
         epoch += 1
         for partition in partitions {
             if let since = assigned.removeValue(forKey: partition) { revoking[partition] = since }
+            awaitingAssignHandler[partition] = nil
         }
         dropInvalid()
     }
@@ -97,14 +117,22 @@ struct ConsumerStateMachine {
     }
 
     /// What to pause and resume in librdkafka so that exactly the assigned partitions the
-    /// application paused (or all of them, under back-pressure) are paused, and no partition
-    /// outside the assignment is left paused. Records the result as librdkafka's state.
+    /// application paused, those whose assign handler still runs (or all of them, under
+    /// back-pressure) are paused, and no partition outside the assignment is left paused.
+    /// Records the result as librdkafka's state.
     mutating func pauseChanges() -> (pause: [KafkaTopicPartition], resume: [KafkaTopicPartition]) {
-        let wanted = Set(assigned.keys.filter { backpressurePaused || userPaused.contains($0) })
+        let wanted = Set(assigned.keys.filter {
+            backpressurePaused || userPaused.contains($0) || awaitingAssignHandler[$0] != nil
+        })
         let pause = wanted.subtracting(fetchPaused)
         let resume = fetchPaused.subtracting(wanted)
         fetchPaused = wanted
         return (Array(pause), Array(resume))
+    }
+
+    /// Whether librdkafka holds `partition` paused at our request (its fetching is stopped).
+    func isFetchPaused(_ partition: KafkaTopicPartition) -> Bool {
+        fetchPaused.contains(partition)
     }
 
     func isValid(_ message: KafkaConsumerMessage, fetchedAt batchEpoch: Int) -> Bool {
@@ -227,6 +255,7 @@ struct ConsumerStateMachine {
             lifecycle = error.map { .failed($0) } ?? .finished
         }
         epoch += 1  // iterators drop what they still hold
+        awaitingAssignHandler = [:]
         batches = []
         head = 0
         bufferedCount = 0

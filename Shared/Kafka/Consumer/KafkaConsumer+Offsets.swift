@@ -55,9 +55,18 @@ extension KafkaConsumer {
     /// assigned, or just assigned). While fetching is paused it is not refreshed.
     ///
     /// A consumer-lag gauge should use this: ``queryWatermarks(topic:partition:timeout:)`` is a
-    /// broker round trip per partition on the connection the fetches use.
+    /// broker round trip per partition on the connection the fetches use. For a partition whose
+    /// fetching is paused (``isFetchPaused(topic:partition:)``) the cached value stays where it was
+    /// when the pause began; ask the broker for those partitions only.
     public func cachedHighWatermark(topic: String, partition: Int32) -> Int64? {
         cachedWatermarks(topic: topic, partition: partition)?.high
+    }
+
+    /// Whether fetching from an assigned partition is paused: by ``pause(_:)``, by back-pressure
+    /// (the buffer is full), or because the partition's assign handler has not returned yet. While
+    /// it is, ``cachedHighWatermark(topic:partition:)`` is not refreshed.
+    public func isFetchPaused(topic: String, partition: Int32) -> Bool {
+        state.withLock { $0.isFetchPaused(KafkaTopicPartition(topic: topic, partition: partition)) }
     }
 
     /// Both watermarks of a partition as this consumer last learned them (see

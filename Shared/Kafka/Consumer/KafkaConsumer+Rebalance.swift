@@ -1,5 +1,6 @@
 import CRdKafka
 import Foundation
+import Locking
 
 extension KafkaConsumer: RDKafkaClientDelegate {
     /// librdkafka's rebalance callback, on the poll thread (inside `rd_kafka_consumer_poll`
@@ -15,15 +16,29 @@ extension KafkaConsumer: RDKafkaClientDelegate {
             if assignErr != RD_KAFKA_RESP_ERR_NO_ERROR {
                 logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: assignErr))"])
             }
-            state.withLock { state in
+            let assignment = state.withLock { state in
                 state.assign(partitions)
                 epochMirror.store(state.epoch, ordering: .releasing)
+                return state.epoch
             }
-            syncPauses()
             logger.info("kafka partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
-            runHandler("assign", timeout: configuration.assignTimeout) { [rebalanceHandler] in
+            // Until the handler returns, nothing of these partitions reaches the application: the
+            // poll thread waits here (bounded), then holds them paused (see `awaitingAssignHandler`).
+            let finished = runHandler("assign", timeout: configuration.assignTimeout) { [rebalanceHandler] in
                 await rebalanceHandler.onAssign(partitions)
+            } whenDone: { [weak self] in
+                self?.assignHandlerFinished(epoch: assignment)
             }
+            if !finished {
+                logger.warning(
+                    "kafka assign handler still running after assignTimeout; its partitions stay paused until it returns",
+                    metadata: ["kafka.partitions": "\(partitions)", "kafka.timeout": "\(configuration.assignTimeout)"]
+                )
+            }
+            // Pauses the partitions still waiting for their handler (a librdkafka pause drops what it
+            // fetched for them meanwhile; they fetch again from the committed offset on resume), and
+            // applies back-pressure and the application's pauses to the new assignment.
+            syncPauses()
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             state.withLock { state in
                 state.revoke(partitions)
@@ -32,8 +47,13 @@ extension KafkaConsumer: RDKafkaClientDelegate {
             let lost = rd_kafka_assignment_lost(handle) != 0
             logger.info("kafka partitions revoked", metadata: ["kafka.partitions": "\(partitions)", "kafka.lost": "\(lost)"])
             // Let the application finish in-flight work and store its offsets (bounded).
-            runHandler("revoke", timeout: configuration.revokeTimeout) { [rebalanceHandler] in
+            if !runHandler("revoke", timeout: configuration.revokeTimeout, { [rebalanceHandler] in
                 await rebalanceHandler.onRevoke(partitions)
+            }) {
+                logger.warning(
+                    "kafka revoke handler did not finish within revokeTimeout; committing and unassigning anyway",
+                    metadata: ["kafka.partitions": "\(partitions)", "kafka.timeout": "\(configuration.revokeTimeout)"]
+                )
             }
             // From here on stores for these partitions fail, so nothing is stored after the commit.
             state.withLock { $0.endRevoke() }
@@ -58,20 +78,40 @@ extension KafkaConsumer: RDKafkaClientDelegate {
         pollContext.pendingEpoch = state.withLock { $0.epoch }
     }
 
-    /// Runs an application handler and blocks the poll thread until it returns or `timeout` passes.
-    private func runHandler(_ name: String, timeout: Duration, _ body: @escaping @Sendable () async -> Void) {
+    /// Runs an application handler after the handlers before it (they run one at a time, in the
+    /// order of the rebalance events, even when one outlives its bound) and blocks the poll thread
+    /// until it returned or `timeout` passed. `whenDone` runs when it returned. Returns whether it
+    /// returned within `timeout`.
+    private func runHandler(
+        _ name: String,
+        timeout: Duration,
+        _ body: @escaping @Sendable () async -> Void,
+        whenDone: @escaping @Sendable () -> Void = {}
+    ) -> Bool {
         let done = DispatchSemaphore(value: 0)
-        Task {
-            await body()
-            done.signal()
+        handlerChain.withLock { last in
+            let previous = last
+            last = Task {
+                await previous?.value
+                await body()
+                whenDone()
+                done.signal()
+            }
         }
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-        if done.wait(timeout: .now() + seconds) == .timedOut {
-            logger.warning(
-                "kafka rebalance handler did not finish in time; continuing",
-                metadata: ["kafka.handler": "\(name)", "kafka.timeout": "\(timeout)"]
-            )
+        let finished = done.wait(timeout: .now() + seconds) == .success
+        if !finished {
+            logger.debug("kafka rebalance handler outlived its bound", metadata: ["kafka.handler": "\(name)"])
         }
+        return finished
+    }
+
+    /// An assign handler returned (on its task): its partitions may fetch once the poll thread
+    /// brought librdkafka's pauses in line, so the poll thread is woken to do it.
+    private func assignHandlerFinished(epoch: Int) {
+        guard state.withLock({ $0.assignHandlerFinished(epoch: epoch) }) else { return }
+        pauseSyncRequested.store(true, ordering: .releasing)
+        wakePollThread()
     }
 
     /// Poll thread: brings librdkafka's pause state in line with the assignment, the

@@ -11,6 +11,8 @@ struct DeliveryOutcome {
 
     /// Not a librdkafka code: the producer shut down before the message was handed over.
     static let shutdownCode = Int32.min
+    /// Not a librdkafka code: the caller's deadline passed before the message was handed over.
+    static let deadlineCode = Int32.min + 1
 }
 
 /// The per-message opaque handed to librdkafka: which batch, which index.
@@ -27,14 +29,25 @@ struct DeliverySlot {
 /// (synchronous produce failure) or by the thread serving delivery reports (the poll thread,
 /// or a `flush` thread); it is read only
 /// after `remaining` reached zero, whose atomic decrement (acquiring-releasing) orders the
-/// writes before the read. The continuation is behind a lock.
+/// writes before the read. After an ``expire()`` the sender reads only the slots it wrote itself.
+/// The continuation is behind a lock.
+///
+/// librdkafka's opaques point at the batch without retaining it: the sender keeps it alive while
+/// it waits, and an expired batch keeps itself alive (`keepAlive`) until its last report arrived.
 final class DeliveryBatch: @unchecked Sendable {
+    private struct Completion {
+        var done = false
+        var expired = false
+        var continuation: CheckedContinuation<Bool, Never>?
+        var keepAlive: DeliveryBatch?
+    }
+
     let count: Int
     let slots: UnsafeMutablePointer<DeliverySlot>
     let outcomes: UnsafeMutablePointer<DeliveryOutcome>
     /// Reports still expected, plus one held by the sender until it has produced everything.
     private let remaining: Atomic<Int>
-    private let completion = Locked<(done: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let completion = Locked(Completion())
 
     init(count: Int) {
         self.count = count
@@ -81,30 +94,51 @@ final class DeliveryBatch: @unchecked Sendable {
     }
 
     /// The sender finished producing: gives up its hold and waits for the remaining reports.
-    func senderDoneAndWait() async {
+    /// Returns `true` once every report arrived, `false` if ``expire()`` came first.
+    func senderDoneAndWait() async -> Bool {
         arrive()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = completion.withLock { state -> Bool in
+        let answered = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let resumeNow = completion.withLock { state -> Bool? in
                 if state.done { return true }
+                if state.expired { return false }
                 state.continuation = continuation
-                return false
+                return nil
             }
-            if resumeNow { continuation.resume() }
+            if let resumeNow { continuation.resume(returning: resumeNow) }
         }
         // The reporting thread set `done` under this lock before it resumed us; taking the lock
         // once more makes that ordering visible to ThreadSanitizer, which does not learn it from a
         // continuation resumed on a foreign thread (docs/reliability.md, "Sanitizers").
         completion.withLock { _ in }
+        return answered
+    }
+
+    /// The caller's deadline passed: the waiting sender returns now (unless every report already
+    /// arrived); the batch lives on until librdkafka reported every message.
+    func expire() {
+        let continuation = completion.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard !state.done, !state.expired else { return nil }
+            state.expired = true
+            state.keepAlive = self
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(returning: false)
     }
 
     private func arrive() {
         guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
-        let continuation = completion.withLock { state -> CheckedContinuation<Void, Never>? in
+        let (continuation, keepAlive) = completion.withLock { state -> (CheckedContinuation<Bool, Never>?, DeliveryBatch?) in
             state.done = true
-            defer { state.continuation = nil }
-            return state.continuation
+            defer {
+                state.continuation = nil
+                state.keepAlive = nil
+            }
+            return (state.continuation, state.keepAlive)
         }
-        continuation?.resume()
+        continuation?.resume(returning: true)
+        // An expired batch is released only here, after its last use.
+        withExtendedLifetime(keepAlive) {}
     }
 
     /// The outcome of message `index` as a result (call after `senderDoneAndWait`).
@@ -114,6 +148,12 @@ final class DeliveryBatch: @unchecked Sendable {
             var error = KafkaError.shutdown("producer")
             error.persistenceStatus = .notPersisted
             return .failure(error)
+        }
+        if outcome.err == DeliveryOutcome.deadlineCode {
+            return .failure(KafkaError(
+                code: .timeout, message: "the caller's bound passed while waiting for room in the local queue for '\(topic)'",
+                isRetriable: true, persistenceStatus: .notPersisted
+            ))
         }
         guard outcome.err == 0 else {
             let err = rd_kafka_resp_err_t(rawValue: outcome.err)

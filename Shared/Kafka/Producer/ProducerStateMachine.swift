@@ -1,5 +1,5 @@
-/// The producer's lifecycle and its waiting senders, kept behind a `Mutex` by ``KafkaProducer``.
-/// Methods return what to do; resuming continuations happens outside the lock.
+/// The lifecycle of one librdkafka producer client and its waiting senders, kept behind a `Mutex` by
+/// `ProducerClient`. Methods return what to do; resuming continuations happens outside the lock.
 struct ProducerStateMachine {
     enum Lifecycle {
         case running

@@ -1,43 +1,47 @@
 import CRdKafka
 
-extension KafkaProducer {
-    /// Sends one record and returns once the broker acknowledged it.
-    ///
-    /// Waits (bounded by ``KafkaProducerConfiguration/queueFullTimeout``) while the local
-    /// queue is full. The wait for the acknowledgement is bounded by
-    /// ``KafkaProducerConfiguration/deliveryTimeout``.
-    ///
-    /// - Throws: ``KafkaError`` — the delivery failed (see ``KafkaError/persistenceStatus``),
-    ///   the producer is shut down, or it hit a fatal error (``KafkaError/isFatal``).
-    @discardableResult
-    public func send(_ record: KafkaProducerRecord) async throws(KafkaError) -> KafkaDeliveryReport {
-        let results = try await send([record])
-        return try results[0].get()
-    }
-
-    /// Sends many records and returns one result per record, in order, once every record
-    /// was acknowledged or failed. This is the fast path: one continuation per batch.
+extension ProducerClient {
+    /// Sends `records` and returns one result per record, in order, once every record was
+    /// acknowledged or failed, or once `deadline` passed (then the records still unanswered fail
+    /// with ``KafkaError/Code/timeout``, possibly persisted: librdkafka keeps them and may still
+    /// deliver them). One continuation per batch; a deadline is one entry in the shared
+    /// ``DeadlineSweeper``, not a task.
     ///
     /// - Throws: ``KafkaError`` only when nothing could be sent (shut down, fatal error).
-    public func send(_ records: [KafkaProducerRecord]) async throws(KafkaError) -> [Result<KafkaDeliveryReport, KafkaError>] {
+    func send(
+        _ records: [KafkaProducerRecord], deadline: ContinuousClock.Instant?
+    ) async throws(KafkaError) -> [Result<KafkaDeliveryReport, KafkaError>] {
         if let fatal = client.context.fatalError { throw fatal }
         guard state.withLock({ $0.enterSend() }) else { throw KafkaError.shutdown("producer") }
         let batch = DeliveryBatch(count: records.count)
-        await produceAll(records, batch: batch)
+        let failedLocally = await produceAll(records, batch: batch, deadline: deadline)
         if let continuation = state.withLock({ $0.leaveSend() }) { continuation.resume() }
-        await batch.senderDoneAndWait()
+        let token = deadline.map { deadline in DeadlineSweeper.shared.add(at: deadline) { batch.expire() } }
+        let answered = await batch.senderDoneAndWait()
+        if let token { DeadlineSweeper.shared.remove(token) }
         var results: [Result<KafkaDeliveryReport, KafkaError>] = []
         results.reserveCapacity(records.count)
         for index in records.indices {
-            results.append(batch.result(index: index, topic: records[index].topic))
+            // Unanswered at the deadline: the outcome slots of messages librdkafka still holds may be
+            // written at any moment, so only those the sender failed itself are read.
+            if answered || failedLocally.contains(index) {
+                results.append(batch.result(index: index, topic: records[index].topic))
+            } else {
+                results.append(.failure(KafkaError(
+                    code: .timeout,
+                    message: "no acknowledgement for the record to '\(records[index].topic)' within the caller's bound",
+                    isRetriable: true,
+                    persistenceStatus: .possiblyPersisted
+                )))
+            }
         }
         return results
     }
 
     /// Waits until every message handed to librdkafka so far was acknowledged or failed, at
-    /// most `timeout`. Returns `true` if the queue is empty. (Shutdown flushes by itself.)
-    /// `rd_kafka_flush` blocks, so it runs on a dedicated thread.
-    public func flush(timeout: Duration) async -> Bool {
+    /// most `timeout`. Returns `true` if the queue is empty. `rd_kafka_flush` blocks, so it runs
+    /// on a dedicated thread.
+    func flush(timeout: Duration) async -> Bool {
         guard state.withLock({ $0.enterSend() }) else { return false }
         let handle = UncheckedHandle(client.handle)
         let timeoutMs = Int32(clamping: timeout.milliseconds)
@@ -46,8 +50,13 @@ extension KafkaProducer {
         return err == RD_KAFKA_RESP_ERR_NO_ERROR
     }
 
-    /// Hands every record to librdkafka, waiting for room when its queue is full.
-    private func produceAll(_ records: [KafkaProducerRecord], batch: DeliveryBatch) async {
+    /// Hands every record to librdkafka, waiting for room when its queue is full (bounded by
+    /// ``KafkaProducerConfiguration/queueFullTimeout`` and `deadline`). Returns the indices of the
+    /// records failed here (they get no delivery report).
+    private func produceAll(
+        _ records: [KafkaProducerRecord], batch: DeliveryBatch, deadline: ContinuousClock.Instant?
+    ) async -> [Int] {
+        var failedLocally: [Int] = []
         var index = 0
         var cachedTopic: (name: String, handle: OpaquePointer)?
         var fullSince: ContinuousClock.Instant?
@@ -61,6 +70,7 @@ extension KafkaProducer {
                 cachedTopic = (record.topic, handle)
             } else {
                 batch.fail(index: index, err: RD_KAFKA_RESP_ERR__INVALID_ARG)
+                failedLocally.append(index)
                 index += 1
                 continue
             }
@@ -72,6 +82,7 @@ extension KafkaProducer {
             }
             guard err == RD_KAFKA_RESP_ERR__QUEUE_FULL else {
                 batch.fail(index: index, err: err)
+                failedLocally.append(index)
                 index += 1
                 continue
             }
@@ -79,16 +90,20 @@ extension KafkaProducer {
             let now = ContinuousClock.now
             let since = fullSince ?? now
             fullSince = since
-            let canWait = now - since < configuration.queueFullTimeout
+            let beforeDeadline = deadline.map { now < $0 } ?? true
+            let canWait = now - since < configuration.queueFullTimeout && beforeDeadline
             if canWait, await waitForSpace() {
                 continue
             }
-            let failure = canWait ? DeliveryOutcome.shutdownCode : RD_KAFKA_RESP_ERR__QUEUE_FULL.rawValue
+            let failure = !beforeDeadline ? DeliveryOutcome.deadlineCode
+                : canWait ? DeliveryOutcome.shutdownCode : RD_KAFKA_RESP_ERR__QUEUE_FULL.rawValue
             while index < records.count {
                 batch.fail(index: index, err: rd_kafka_resp_err_t(rawValue: failure))
+                failedLocally.append(index)
                 index += 1
             }
         }
+        return failedLocally
     }
 
     /// Suspends until the poll thread served delivery reports (or its poll timed out).

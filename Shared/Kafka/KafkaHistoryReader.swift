@@ -1,0 +1,287 @@
+import Foundation
+import Logging
+
+/// Reads the recent history of a topic's partitions: the messages from a point in time to the end
+/// each partition had when the read began, oldest first or newest first, within a bound, and says
+/// per partition how much of that it covered.
+///
+/// - Oldest first: each partition from its first message at or after `since`
+///   (``KafkaConsumer/startOffset(topic:partition:notBefore:timeout:)``) to its end, in offset
+///   order; with `follow` it goes on with new messages until the handler stops it, the bound passes
+///   or the task is cancelled.
+/// - Newest first: each partition walked back from its end in chunks (``initialChunk`` messages,
+///   doubling up to ``maxChunk``; each chunk is handed over newest message first) until a chunk
+///   reaches a message older than `since` or the start offset. A read that runs out of time leaves
+///   out the oldest messages, never the newest.
+///
+/// Messages older than `since` (by timestamp) are skipped: timestamps need not grow with offsets,
+/// and a broker without timestamp look-up (librdkafka's mock cluster) starts at the low watermark.
+/// A partition's end is the offset after its last message: partitions written only by
+/// non-transactional producers (no control records), which is what callpush's topics are.
+///
+/// Each read uses its own manual-mode consumer; it is closed in the background when the read
+/// returns (bounded by ``KafkaConsumerConfiguration/closeTimeout``), so a read returns at its bound
+/// even when closing the consumer is slow (librdkafka 2.0.2's destroy can hang after a broker
+/// restart).
+public struct KafkaHistoryReader: Sendable {
+    /// The order in which each partition's messages are handed over.
+    public enum Order: Sendable, Hashable {
+        case oldestFirst
+        case newestFirst
+    }
+
+    /// How much of a partition's history a read handed over.
+    public enum Coverage: Sendable, Hashable {
+        /// Every message from `since` to the partition's end (an empty range included).
+        case complete
+        /// The read stopped (bound, handler, cancellation) before covering the range. `reached`:
+        /// the timestamp of the last message of the part covered without a gap, counted from where
+        /// the read began (newest first: how far back it got; oldest first: how far forward);
+        /// `nil` if it handed over nothing.
+        case partial(reached: Date?)
+        /// The partition's range could not be located (e.g. no leader within the look-up bound)
+        /// or read.
+        case failed(KafkaError)
+    }
+
+    /// The consumer's configuration (its mode is set to manual).
+    public var configuration: KafkaConsumerConfiguration
+    public var logger: Logger
+    /// The bound of each partition's offset look-ups (within the read's bound). Default 5 s.
+    public var lookupTimeout: Duration = .seconds(5)
+    /// Newest first: the size of each partition's first chunk. Small, so the newest messages come
+    /// first and fast. Default 1,000.
+    public var initialChunk = 1_000
+    /// Newest first: the largest chunk (messages per partition held at once). Default 8,000.
+    public var maxChunk = 8_000
+
+    /// Creates a reader whose consumers use `configuration` (in manual mode).
+    public init(configuration: KafkaConsumerConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.configuration.mode = .manual
+        self.logger = logger
+    }
+
+    /// Reads `partitions` of `topic` from `since` to their ends and hands each message to
+    /// `handle` (which returns `false` to stop the read), in `order`.
+    ///
+    /// - Parameters:
+    ///   - bound: the longest the read may take, look-ups included (`nil`: no bound).
+    ///   - follow: oldest first only: after the ends, keep handing over new messages.
+    /// - Returns: the coverage of every partition asked for.
+    public func read(
+        topic: String,
+        partitions: [Int32],
+        since: Date,
+        order: Order,
+        bound: Duration? = nil,
+        follow: Bool = false,
+        _ handle: (KafkaConsumerMessage) -> Bool
+    ) async -> [Int32: Coverage] {
+        let partitions = Array(Set(partitions)).sorted()
+        guard !partitions.isEmpty else { return [:] }
+        let consumer: KafkaConsumer
+        do {
+            consumer = try KafkaConsumer(configuration: configuration, logger: logger)
+        } catch {
+            return Dictionary(uniqueKeysWithValues: partitions.map { ($0, .failed(error)) })
+        }
+        let deadline = bound.map { ContinuousClock.now + $0 }
+        // At the bound the consumer is shut down, which ends the message sequence being read.
+        let timer = deadline.map { deadline in
+            Task {
+                try? await Task.sleep(until: deadline)
+                if !Task.isCancelled { await consumer.shutdown() }
+            }
+        }
+        defer {
+            timer?.cancel()
+            Task { await consumer.shutdown() }
+        }
+
+        let sinceMs = Int64((since.timeIntervalSince1970 * 1000).rounded(.down))
+        var progress = await locate(consumer, topic: topic, partitions: partitions, sinceMs: sinceMs, deadline: deadline)
+        switch order {
+        case .oldestFirst:
+            await readForward(consumer, topic: topic, progress: &progress, sinceMs: sinceMs, follow: follow, handle)
+        case .newestFirst:
+            await readBackward(consumer, topic: topic, progress: &progress, sinceMs: sinceMs, handle)
+        }
+        return progress.coverage
+    }
+
+    // MARK: locating
+
+    /// What a read knows about each partition: its range and how far it got.
+    struct Progress {
+        struct Span {
+            /// The first offset in the window (inclusive).
+            var lower: Int64
+            /// The partition's end when the read began (exclusive).
+            var end: Int64
+            /// Newest first: the offsets still to read are `lower..<next`. Oldest first: `next..<end`.
+            var next: Int64
+            var reached: Date?
+            var done = false
+        }
+        var spans: [Int32: Span] = [:]
+        var failed: [Int32: KafkaError] = [:]
+
+        var active: [Int32] { spans.filter { !$0.value.done }.keys.sorted() }
+
+        var coverage: [Int32: Coverage] {
+            var result: [Int32: Coverage] = failed.mapValues { .failed($0) }
+            for (partition, span) in spans {
+                result[partition] = span.done ? .complete : .partial(reached: span.reached)
+            }
+            return result
+        }
+    }
+
+    private func locate(
+        _ consumer: KafkaConsumer, topic: String, partitions: [Int32], sinceMs: Int64, deadline: ContinuousClock.Instant?
+    ) async -> Progress {
+        let lookupTimeout = self.lookupTimeout
+        func timeout() -> Duration {
+            guard let deadline else { return lookupTimeout }
+            return max(.milliseconds(1), min(lookupTimeout, deadline - .now))
+        }
+        var progress = Progress()
+        await withTaskGroup(of: (Int32, Result<(lower: Int64, end: Int64), KafkaError>).self) { group in
+            for partition in partitions {
+                let bound = timeout()
+                group.addTask {
+                    do throws(KafkaError) {
+                        let marks = try await consumer.queryWatermarks(topic: topic, partition: partition, timeout: bound)
+                        guard marks.low < marks.high else { return (partition, .success((marks.high, marks.high))) }
+                        let start = try await consumer.startOffset(topic: topic, partition: partition, notBefore: sinceMs, timeout: bound)
+                        return (partition, .success((min(max(start, marks.low), marks.high), marks.high)))
+                    } catch {
+                        return (partition, .failure(error))
+                    }
+                }
+            }
+            for await (partition, result) in group {
+                switch result {
+                case .success(let range):
+                    progress.spans[partition] = Progress.Span(lower: range.lower, end: range.end, next: range.end)
+                case .failure(let error):
+                    logger.warning("cannot locate a partition's history", metadata: [
+                        "kafka.topic": "\(topic)", "kafka.partition": "\(partition)", "kafka.error": "\(error)",
+                    ])
+                    progress.failed[partition] = error
+                }
+            }
+        }
+        return progress
+    }
+
+    // MARK: oldest first
+
+    private func readForward(
+        _ consumer: KafkaConsumer, topic: String, progress: inout Progress, sinceMs: Int64, follow: Bool,
+        _ handle: (KafkaConsumerMessage) -> Bool
+    ) async {
+        for (partition, range) in progress.spans {
+            progress.spans[partition]?.next = range.lower
+            if range.lower >= range.end { progress.spans[partition]?.done = true }
+        }
+        // Following, empty partitions are read too: their new messages count.
+        let assigned = follow ? progress.spans.keys.sorted() : progress.active
+        guard !assigned.isEmpty else { return }
+        do {
+            try await consumer.assign(assigned.compactMap { partition in
+                progress.spans[partition].map { KafkaPartitionAssignment(topic: topic, partition: partition, start: .offset($0.lower)) }
+            })
+            var remaining = progress.active.count
+            for try await message in consumer.messages {
+                guard var range = progress.spans[message.partition], message.offset >= range.next,
+                      follow || message.offset < range.end else { continue }
+                range.next = message.offset + 1
+                let inWindow = message.timestampMilliseconds.map { $0 >= sinceMs } ?? true
+                let keepGoing = !inWindow || handle(message)
+                if inWindow { range.reached = message.timestamp ?? range.reached }
+                if !range.done, range.next >= range.end {
+                    range.done = true
+                    remaining -= 1
+                }
+                progress.spans[message.partition] = range
+                if !keepGoing || (!follow && remaining == 0) { return }
+            }
+        } catch {
+            interrupted(error, topic: topic, progress: &progress)
+        }
+    }
+
+    // MARK: newest first
+
+    private func readBackward(
+        _ consumer: KafkaConsumer, topic: String, progress: inout Progress, sinceMs: Int64,
+        _ handle: (KafkaConsumerMessage) -> Bool
+    ) async {
+        for (partition, range) in progress.spans where range.lower >= range.end {
+            progress.spans[partition]?.done = true
+        }
+        var chunk = max(1, initialChunk)
+        var iterator = consumer.messages.makeAsyncIterator()
+        while !progress.active.isEmpty {
+            let active = progress.active
+            var starts: [Int32: Int64] = [:]
+            for partition in active {
+                guard let range = progress.spans[partition] else { continue }
+                starts[partition] = max(range.lower, range.next - Int64(chunk))
+            }
+            var collected: [Int32: [KafkaConsumerMessage]] = [:]
+            var open = Set(active)
+            var stopped = false
+            do {
+                try await consumer.assign(active.compactMap { partition in
+                    starts[partition].map { KafkaPartitionAssignment(topic: topic, partition: partition, start: .offset($0)) }
+                })
+                while !open.isEmpty, let message = try await iterator.next() {
+                    guard let range = progress.spans[message.partition], let start = starts[message.partition],
+                          open.contains(message.partition), message.offset >= start else { continue }
+                    if message.offset < range.next { collected[message.partition, default: []].append(message) }
+                    if message.offset >= range.next - 1 { open.remove(message.partition) }
+                }
+                if !open.isEmpty { stopped = true }  // the sequence ended: shut down at the bound
+            } catch {
+                interrupted(error, topic: topic, progress: &progress)
+                stopped = true
+            }
+            // Hand over newest first. A chunk read to its end extends the covered range back to its
+            // start; the part of an interrupted chunk is handed over too, but covers nothing (a gap).
+            for partition in active {
+                guard var range = progress.spans[partition], let start = starts[partition] else { continue }
+                let complete = !open.contains(partition)
+                var crossedWindow = false
+                var oldest: Date?
+                for message in (collected[partition] ?? []).reversed() {
+                    if let timestamp = message.timestampMilliseconds, timestamp < sinceMs {
+                        crossedWindow = true
+                        continue
+                    }
+                    oldest = message.timestamp ?? oldest
+                    if !handle(message) {
+                        progress.spans[partition] = range
+                        return
+                    }
+                }
+                if complete {
+                    range.next = start
+                    if let oldest { range.reached = oldest }
+                    if crossedWindow || start <= range.lower { range.done = true }
+                }
+                progress.spans[partition] = range
+            }
+            if stopped { return }
+            chunk = min(chunk * 2, max(chunk, maxChunk))
+        }
+    }
+
+    private func interrupted(_ error: any Error, topic: String, progress: inout Progress) {
+        guard !(error is CancellationError) else { return }
+        if let error = error as? KafkaError, error.code == .shutdown { return }  // the bound passed
+        logger.warning("reading a topic's history failed", metadata: ["kafka.topic": "\(topic)", "kafka.error": "\(error)"])
+    }
+}
