@@ -146,6 +146,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             drop()
             return .ignore
         }
+        if let reason = faults.rejectConnections {
+            if !goAwaySent { core.count { $0.connectionsRejected += 1 } }
+            sendGoAway(lastStreamID: 0, reason: reason)
+            return .ignore
+        }
+        if faults.refusedStreamRate > 0, Double.random(in: 0..<1, using: &random) < faults.refusedStreamRate {
+            core.count { $0.streamsRefused += 1 }
+            return .refuse
+        }
         streams[streamID] = StreamState(faults: faults)
         if let limit = faults.goAwayAfterStreams, streamsReceived >= limit, !goAwaySent {
             sendGoAway(lastStreamID: streamID, reason: faults.goAwayReason)
