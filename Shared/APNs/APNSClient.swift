@@ -242,22 +242,26 @@ public final class APNSClient: Service, Sendable {
         waiter?.resume()
     }
 
+    /// The request's header block. Names and values that repeat on every push are indexed by NIO's HPACK encoder
+    /// (a byte each after the first request); the per-push path, id and expiry are not, so they do not evict
+    /// the rest; the provider token is "never indexed".
     private func makeHeaders(
         _ push: APNSVoIPPush, apnsID: String, topic: String, authority: String, token: APNSTokenProvider.Token?
-    ) -> [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = []
+    ) -> HPACKHeaders {
+        var headers = HPACKHeaders()
         headers.reserveCapacity(10)
-        headers.append((":method", "POST"))
-        headers.append((":scheme", "https"))
-        headers.append((":authority", authority))
-        headers.append((":path", "/3/device/" + push.deviceToken))
-        headers.append(("apns-push-type", "voip"))
-        headers.append(("apns-topic", topic))
-        headers.append(("apns-priority", "10"))
-        headers.append(("apns-expiration", push.expiration.headerValue))
-        headers.append(("apns-id", apnsID))
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":authority", value: authority)
+        headers.add(name: ":path", value: "/3/device/" + push.deviceToken, indexing: .nonIndexable)
+        headers.add(name: "apns-push-type", value: "voip")
+        headers.add(name: "apns-topic", value: topic)
+        headers.add(name: "apns-priority", value: "10")
+        let expiration = push.expiration.headerValue
+        headers.add(name: "apns-expiration", value: expiration, indexing: expiration == "0" ? .indexable : .nonIndexable)
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         if let token {
-            headers.append(("authorization", token.authorization))  // sent "never indexed"
+            headers.add(name: "authorization", value: token.authorization, indexing: .neverIndexed)
         }
         return headers
     }

@@ -96,6 +96,50 @@ extension APNsIntegration {
             }
         }
 
+        @Test func aServerChangingItsStreamLimitOftenDoesNotMakeTheClientCloseItsConnection() async throws {
+            // 400 SETTINGS frames (MAX_CONCURRENT_STREAMS 2 ↔ 1000) while pushes flow: twice swift-nio-http2's
+            // default flood limit for SETTINGS/PING frames (200 in 30 s), which a server-oriented configuration
+            // answers by closing the connection with ENHANCE_YOUR_CALM.
+            try await SimulatorFixture.run(client: { $0.connectionsPerPool = 1 }) { fixture in
+                #expect(await fixture.client.send(fixture.push(token: 0)).isSent)
+                let flapping = Task {
+                    for change in 0..<400 {
+                        fixture.simulator.setFaults(.init(maxConcurrentStreams: change % 2 == 0 ? 2 : 1000))
+                        try await Task.sleep(for: .milliseconds(2))
+                    }
+                }
+                var outcomes: [APNSOutcome] = []
+                for wave in 0..<20 {
+                    outcomes += await withTaskGroup(of: APNSOutcome.self) { group in
+                        for n in 0..<50 { group.addTask { await fixture.client.send(fixture.push(token: 1 + wave * 50 + n)) } }
+                        return await group.reduce(into: []) { $0.append($1) }
+                    }
+                }
+                try await flapping.value
+                outcomes += await Self.sendAtOnce(fixture, count: 50)
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Self.summary(outcomes))")
+                #expect(fixture.simulator.stats().connectionsOpened == 1)
+            }
+        }
+
+        @Test func aServerRefusingBurstsOfStreamsDoesNotMakeTheClientCloseItsConnection() async throws {
+            // ~30 % of streams refused (REFUSED_STREAM) among 1,000 concurrent pushes: some 400 RST_STREAM frames
+            // in a second, over swift-nio-http2's default flood limit (200 in 30 s). Refused streams are retried
+            // on the same connection, which stays up.
+            try await SimulatorFixture.run(
+                simulator: { $0.faults.refusedStreamRate = 0.3 },
+                client: { $0.connectionsPerPool = 1 }
+            ) { fixture in
+                let outcomes = await Self.sendAtOnce(fixture, count: 1_000)
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Self.summary(outcomes))")
+                #expect(outcomes.contains { $0.attempts > 1 })
+                let stats = fixture.simulator.stats()
+                #expect(stats.streamsRefused > 250, "\(stats)")
+                #expect(stats.connectionsOpened == 1)
+                #expect(stats.accepted == 1_000)
+            }
+        }
+
         @Test func aConnectionOutOfStreamIDsRetiresAndItsReplacementTakesOver() async throws {
             // Each connection starts 8 ids before the end of HTTP/2's 2^31 id space: after 8 pushes it sends
             // GOAWAY, finishes and closes, and the pool opens another. Every push is still sent, none lost.

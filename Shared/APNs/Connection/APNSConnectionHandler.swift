@@ -1,13 +1,13 @@
-import HTTP2Wire
 import NIOCore
 import NIOHPACK
+import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
 /// Receives connection events from the handler (on the connection's event loop).
 protocol APNSConnectionDelegate: AnyObject, Sendable {
     func connectionMaxStreamsChanged(id: Int, maxStreams: Int)
-    func connectionGoAway(id: Int, lastStreamID: UInt32, errorCode: HTTP2Wire.ErrorCode, reason: String?)
+    func connectionGoAway(id: Int, lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, reason: String?)
     func connectionClosed(id: Int, error: APNSError?)
 }
 
@@ -29,22 +29,22 @@ enum APNSStreamFailure: Sendable, Equatable {
     /// The connection closed after the request was written: it may have been delivered.
     case connectionLost
     /// The server reset the stream with another error code.
-    case reset(HTTP2Wire.ErrorCode)
+    case reset(HTTP2ErrorCode)
     /// The server's answer was not a valid response.
     case protocolError
 }
 
-/// One connection to APNs, on its event loop: HTTP/2 (``HTTP2Connection`` in the client role, right after TLS),
-/// one stream per request with its deadline, requests waiting for a stream slot when the server's
-/// MAX_CONCURRENT_STREAMS is reached, the server's SETTINGS and GOAWAY reported to the pool, PINGs when idle
-/// (no answer in time → close, the pool replaces the connection).
+/// One connection to APNs, on its event loop, above swift-nio-http2's `NIOHTTP2Handler` in frame mode (no child
+/// channel per stream): one stream per request with its deadline, requests waiting for a stream slot when the
+/// server's MAX_CONCURRENT_STREAMS is reached, the server's SETTINGS and GOAWAY reported to the pool, PINGs when
+/// idle (no answer in time → close, the pool replaces the connection).
 ///
 /// Every request's completion is resumed exactly once: with the response, or with why there is none (deadline,
 /// reset, GOAWAY, connection end). Writes made while handling input are flushed once at the end of the read;
 /// requests submitted from outside share one flush per event-loop tick.
-final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegate {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
 
     struct Ready: Sendable {
         let maxStreams: Int
@@ -53,8 +53,10 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
 
     /// Error bodies are tiny JSON; anything larger is cut (the reason is in the first bytes).
     static let maximumBodySize = 16 * 1024
-    /// Our receive windows: answers are small, but many arrive at once.
+    /// Our connection receive window: answers are small, but many arrive at once.
     static let connectionWindow = 1 << 20
+    /// The stream limit NIO applies until the server announces one (a SETTINGS without MAX_CONCURRENT_STREAMS).
+    static let defaultMaxStreams = 100
 
     typealias Completion = UnsafeContinuation<APNSStreamResult, Never>
 
@@ -70,7 +72,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
 
     /// A request waiting for a stream slot.
     private struct Waiting {
-        var headers: [(name: String, value: String)]
+        var headers: HPACKHeaders
         var body: ByteBuffer
         var deadline: NIODeadline
         var completion: Completion
@@ -81,15 +83,27 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     private let pingInterval: TimeAmount
     private let pingTimeout: TimeAmount
     private weak var delegate: (any APNSConnectionDelegate)?
-    private let http2: HTTP2Connection
     private var context: ChannelHandlerContext?
     private var ready: EventLoopPromise<Ready>?
-    private var exchanges: [UInt32: Exchange] = [:]
+    private var exchanges: [HTTP2StreamID: Exchange] = [:]
     private var waiting: [Int: Waiting] = [:]
     private var waitingOrder = CircularBuffer<Int>()
     private var nextWaitingID = 0
     private var firstError: APNSError?
-    private var maxStreams: Int?
+    /// The server's stream limit (capped), known from its first SETTINGS.
+    private var maxStreams = 0
+    /// Streams NIO counts as open (created by our HEADERS, not closed yet): the number the server's limit applies to.
+    private var openStreams = 0
+    private var nextStreamID: HTTP2StreamID
+    private var streamIDsExhausted = false
+    /// The lowest last-stream-id of the server's GOAWAYs.
+    private var goAwayReceived: HTTP2StreamID?
+    /// We sent GOAWAY (stream ids used up): finishing what is in flight, then closing.
+    private var retiring = false
+    /// NIO sent GOAWAY with this code: it found a connection error in the server's input.
+    private var protocolErrorSent: HTTP2ErrorCode?
+    /// DATA bytes received since the last connection WINDOW_UPDATE.
+    private var unacknowledgedBytes = 0
     private var lastActivity = NIODeadline.now()
     private var pingTask: Scheduled<Void>?
     private var pongTimeoutTask: Scheduled<Void>?
@@ -107,16 +121,11 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     ) {
         self.id = id
         self.maxStreamsCap = maxStreamsCap
+        self.nextStreamID = HTTP2StreamID(Int32(clamping: max(1, firstStreamID)) | 1)
         self.pingInterval = pingInterval
         self.pingTimeout = pingTimeout
         self.delegate = delegate
         self.ready = ready
-        self.http2 = HTTP2Connection(
-            role: .client, allocator: ByteBufferAllocator(), settings: [(.enablePush, 0), (.maxConcurrentStreams, 100)],
-            streamWindow: HTTP2Wire.defaultWindow, connectionWindow: Self.connectionWindow,
-            maxHeaderListSize: HPACKDecoder.defaultMaxHeaderListSize, firstStreamID: firstStreamID
-        )
-        self.http2.delegate = self
     }
 
     // MARK: Channel events
@@ -126,57 +135,89 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         // If readiness fails from outside (connect timeout), close the channel.
         ready?.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
         schedulePingCheck(context: context)
-        if context.channel.isActive { flush() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimers()
         // Normally empty by now (channelInactive ended everything); never leave a request waiting.
         closing = true
-        for stream in exchanges.keys.sorted() { finish(stream, .failed(.connectionLost)) }
-        failWaiting(.notSent)
+        failAll(streams: .connectionLost, waiting: .notSent)
         self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        flush()  // the preface; TLS sends it once the handshake is done
+        // NIO wrote the preface; open our connection window beyond the default 64 KiB (TLS sends both once the
+        // handshake is done).
+        let increment = Self.connectionWindow - 65_535  // RFC 9113's initial window
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        lastActivity = .now()
+        let frame = unwrapInboundIn(data)
         inReadLoop = true
-        http2.receive(unwrapInboundIn(data))
-        if http2.wantsClose { flush() }
+        lastActivity = .now()
+        switch frame.payload {
+        case .headers(let headers):
+            received(headers.headers, stream: frame.streamID, endStream: headers.endStream)
+        case .data(let data):
+            received(data, stream: frame.streamID)
+        case .settings(.settings(let settings)):
+            receivedSettings(settings)
+        case .goAway(let lastStreamID, let errorCode, let debugData):
+            receivedGoAway(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
+        case .ping(_, ack: true):
+            pongTimeoutTask?.cancel()
+            pongTimeoutTask = nil
+        default:
+            break  // NIO answers PINGs and acknowledges SETTINGS; RST_STREAM arrives as a stream-closed event
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         inReadLoop = false
-        flush()
+        if !closing { context.flush() }
         context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted(let negotiatedProtocol) = event, negotiatedProtocol != "h2" {
+        switch event {
+        case is NIOHTTP2StreamCreatedEvent:
+            openStreams += 1
+        case let closedEvent as StreamClosedEvent:
+            openStreams -= 1
+            streamClosed(closedEvent.streamID, reason: closedEvent.reason)
+        case TLSUserEvent.handshakeCompleted(let negotiatedProtocol) where negotiatedProtocol != "h2":
             record(APNSError(.tlsFailure, "server did not negotiate HTTP/2 via ALPN (got \(negotiatedProtocol ?? "none"))"))
             context.close(promise: nil)
+        default:
+            break
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        record(Self.classify(error))
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            // NIO refused one of our frames for this stream: it did not go out as a request.
+            finish(streamError.streamID, .failed(.notSent))
+            return
+        }
+        if error is any NIOHTTP2Error, protocolErrorSent == nil {
+            // A stream error in the server's input: NIO reset that stream (see `wroteFrame`); the connection lives on.
+            return
+        }
+        if let code = protocolErrorSent {
+            record(APNSError(.connectionLost, "HTTP/2 protocol error from the server (\(code)): \(error)"))
+        } else {
+            record(Self.classify(error))
+        }
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         closing = true
         cancelTimers()
-        if let error = http2.lastError {
-            record(APNSError(.connectionLost, "HTTP/2 protocol error from the server: \(error.code) \(error.detail)"))
-        }
-        http2.connectionClosed()  // open streams end: connection lost
-        failWaiting(.notSent)
+        failAll(streams: .connectionLost, waiting: .notSent)
         if let ready {
             self.ready = nil
             ready.fail(firstError ?? APNSError(.connectFailed, "connection closed before HTTP/2 settings were received"))
@@ -187,13 +228,28 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         context.fireChannelInactive()
     }
 
+    // MARK: NIOHTTP2FrameDelegate
+
+    /// Every frame NIO writes, ours and its own: its own RST_STREAM (a stream error in an answer) and GOAWAY
+    /// (a connection error) are how we learn what it decided.
+    func wroteFrame(_ frame: HTTP2Frame) {
+        switch frame.payload {
+        case .rstStream:
+            finish(frame.streamID, .failed(.protocolError))  // ours were finished before they were written
+        case .goAway(_, let errorCode, _) where errorCode != .noError:
+            protocolErrorSent = errorCode
+        default:
+            break
+        }
+    }
+
     // MARK: Requests
 
     /// Sends one request (on the event loop). `completion` is resumed exactly once, with a response or a failure.
-    func submit(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
+    func submit(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
         guard !closing, context != nil else { return completion.resume(returning: .failed(.notSent)) }
-        if http2.goAwayReceived != nil || http2.goAwaySent != nil { return completion.resume(returning: .failed(.refused)) }
-        if waitingOrder.isEmpty, http2.canOpenStream {
+        if goAwayReceived != nil || retiring { return completion.resume(returning: .failed(.refused)) }
+        if waitingOrder.isEmpty, canOpenStream {
             open(headers: headers, body: body, deadline: deadline, completion: completion)
             scheduleFlush()
             return
@@ -206,33 +262,49 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         armTimer(for: deadline)
     }
 
-    private func open(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
-        guard let stream = http2.openStream(headers: headers, body: body) else {
-            return completion.resume(returning: .failed(.notSent))
+    private var canOpenStream: Bool {
+        !closing && ready == nil && goAwayReceived == nil && !retiring && !streamIDsExhausted && openStreams < maxStreams
+    }
+
+    private func open(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
+        guard let context else { return completion.resume(returning: .failed(.notSent)) }
+        let stream = nextStreamID
+        if Int32(stream) > Int32.max - 2 {
+            streamIDsExhausted = true
+        } else {
+            nextStreamID = stream.advanced(by: 2)
         }
         exchanges[stream] = Exchange(completion: completion, deadline: deadline)
         armTimer(for: deadline)
-        if http2.streamIDsExhausted { retire() }
+        let hasBody = body.readableBytes > 0
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
+        if hasBody {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+        }
+        if streamIDsExhausted { retire() }
     }
 
     /// The last stream id is used (after 2^30 requests): GOAWAY, finish the streams in flight, close. The pool
     /// replaces the connection; requests waiting here go back to it as refused (never sent).
     private func retire() {
-        guard http2.goAwaySent == nil else { return }
-        http2.goAway(code: .noError, debugData: Array(#"{"reason":"stream ids exhausted"}"#.utf8))
-        delegate?.connectionGoAway(id: id, lastStreamID: 0, errorCode: .noError, reason: "stream ids exhausted")
+        guard !retiring, let context else { return }
+        retiring = true
+        let debugData = context.channel.allocator.buffer(string: #"{"reason":"stream ids exhausted"}"#)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .rootStream, errorCode: .noError, opaqueData: debugData))), promise: nil)
+        delegate?.connectionGoAway(id: id, lastStreamID: .rootStream, errorCode: .noError, reason: "stream ids exhausted")
         failWaiting(.refused)
         scheduleFlush()
     }
 
     /// Opens streams for waiting requests while the server allows.
     private func openWaiting() {
-        while http2.canOpenStream, let key = waitingOrder.first {
+        guard !waitingOrder.isEmpty else { return }
+        while canOpenStream, let key = waitingOrder.first {
             waitingOrder.removeFirst()
             guard let request = waiting.removeValue(forKey: key) else { continue }
             open(headers: request.headers, body: request.body, deadline: request.deadline, completion: request.completion)
         }
-        if http2.goAwayReceived != nil || http2.goAwaySent != nil { failWaiting(.refused) }
+        if goAwayReceived != nil || retiring { failWaiting(.refused) }
         scheduleFlush()
     }
 
@@ -243,7 +315,14 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         for (_, request) in requests { request.completion.resume(returning: .failed(failure)) }
     }
 
-    private func finish(_ stream: UInt32, _ result: APNSStreamResult) {
+    private func failAll(streams failure: APNSStreamFailure, waiting waitingFailure: APNSStreamFailure) {
+        let open = exchanges
+        exchanges.removeAll()
+        for stream in open.keys.sorted() { open[stream]!.completion.resume(returning: .failed(failure)) }
+        failWaiting(waitingFailure)
+    }
+
+    private func finish(_ stream: HTTP2StreamID, _ result: APNSStreamResult) {
         exchanges.removeValue(forKey: stream)?.completion.resume(returning: result)
     }
 
@@ -263,10 +342,10 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     private func deadlinesPassed() {
         deadlineTimer = nil
         timerDeadline = nil
-        guard !closing else { return }
+        guard !closing, let context else { return }
         let now = NIODeadline.now()
         var next: NIODeadline?
-        var expired: [UInt32] = []
+        var expired: [HTTP2StreamID] = []
         for (stream, exchange) in exchanges {
             if exchange.deadline <= now {
                 expired.append(stream)
@@ -287,92 +366,102 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         }
         for stream in expired.sorted() {
             finish(stream, .failed(.timeout))
-            http2.resetStream(stream, .cancel)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.cancel))), promise: nil)
         }
         if let next { armTimer(for: next) }
         scheduleFlush()
     }
 
-    // MARK: HTTP2ConnectionDelegate
+    // MARK: Input
 
-    func http2PeerSettings(maxConcurrentStreams: Int?, first: Bool) {
-        if first, let ready {
+    private func receivedSettings(_ settings: HTTP2Settings) {
+        let announced = settings.last { $0.parameter == .maxConcurrentStreams }?.value
+        if let ready, let context {
             self.ready = nil
-            let value = min(maxConcurrentStreams ?? maxStreamsCap, maxStreamsCap)  // absent = unlimited
-            maxStreams = value
-            ready.succeed(Ready(maxStreams: value, handler: NIOLoopBound(self, eventLoop: context!.eventLoop)))
-        } else if let limit = maxConcurrentStreams.map({ min($0, maxStreamsCap) }), limit != maxStreams {
+            maxStreams = min(announced ?? Self.defaultMaxStreams, maxStreamsCap)
+            ready.succeed(Ready(maxStreams: maxStreams, handler: NIOLoopBound(self, eventLoop: context.eventLoop)))
+        } else if let limit = announced.map({ min($0, maxStreamsCap) }), limit != maxStreams {
             maxStreams = limit
             delegate?.connectionMaxStreamsChanged(id: id, maxStreams: limit)
         }
         openWaiting()
     }
 
-    func http2Headers(_ headers: HPACKHeaders, stream: UInt32) {
-        guard let index = exchanges.index(forKey: stream), exchanges.values[index].status == nil else { return }  // trailers are ignored
-        var status: Int?
-        var apnsID: String?
-        var uniqueID: String?
-        for (name, value, _) in headers {
-            switch name {
-            case ":status": status = Int(value)
-            case "apns-id": apnsID = value
-            case "apns-unique-id": uniqueID = value
-            default: break
+    private func received(_ headers: HPACKHeaders, stream: HTTP2StreamID, endStream: Bool) {
+        guard let index = exchanges.index(forKey: stream) else { return }
+        if exchanges.values[index].status == nil {  // a later block is trailers: ignored
+            var status: Int?
+            for (name, value, _) in headers {
+                switch name {
+                case ":status": status = Int(value)
+                case "apns-id": exchanges.values[index].apnsID = value
+                case "apns-unique-id": exchanges.values[index].uniqueID = value
+                default: break
+                }
+            }
+            // NIO checked that a response has a well-formed :status.
+            if let status, status >= 200 { exchanges.values[index].status = status }
+        }
+        if endStream { completed(stream) }
+    }
+
+    private func received(_ data: HTTP2Frame.FramePayload.Data, stream: HTTP2StreamID) {
+        // Flow control counts padding too. Streams get at most one small answer each, so only the connection's
+        // window needs topping up.
+        unacknowledgedBytes += data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
+        if unacknowledgedBytes >= Self.connectionWindow / 2, let context {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))), promise: nil)
+            unacknowledgedBytes = 0
+        }
+        guard let index = exchanges.index(forKey: stream) else { return }
+        if case .byteBuffer(var chunk) = data.data, chunk.readableBytes > 0 {
+            if exchanges.values[index].body == nil {
+                exchanges.values[index].body = chunk
+            } else if exchanges.values[index].body!.readableBytes + chunk.readableBytes <= Self.maximumBodySize {
+                exchanges.values[index].body!.writeBuffer(&chunk)
             }
         }
-        guard let status, (100...599).contains(status) else {
+        if data.endStream { completed(stream) }
+    }
+
+    /// The server ended its side of the stream: the answer is complete.
+    private func completed(_ stream: HTTP2StreamID) {
+        guard let exchange = exchanges[stream] else { return }
+        if let status = exchange.status {
+            finish(stream, .response(status: status, apnsID: exchange.apnsID, uniqueID: exchange.uniqueID, body: exchange.body))
+        } else {
             finish(stream, .failed(.protocolError))
-            http2.resetStream(stream, .protocolError)
-            return
-        }
-        if status < 200 { return }  // informational
-        exchanges.values[index].status = status
-        exchanges.values[index].apnsID = apnsID
-        exchanges.values[index].uniqueID = uniqueID
-    }
-
-    func http2Data(_ data: ByteBuffer, stream: UInt32) {
-        guard let index = exchanges.index(forKey: stream) else { return }
-        if exchanges.values[index].body == nil {
-            exchanges.values[index].body = data
-        } else if exchanges.values[index].body!.readableBytes + data.readableBytes <= Self.maximumBodySize {
-            var chunk = data
-            exchanges.values[index].body!.writeBuffer(&chunk)
         }
     }
 
-    func http2RemoteEnded(_ stream: UInt32) {}
-
-    func http2StreamClosed(_ stream: UInt32, _ end: HTTP2StreamEnd) {
-        if let exchange = exchanges[stream] {
-            switch end {
-            case .completed:
-                if let status = exchange.status {
-                    finish(stream, .response(status: status, apnsID: exchange.apnsID, uniqueID: exchange.uniqueID, body: exchange.body))
-                } else {
-                    finish(stream, .failed(.protocolError))
-                }
-            case .resetByPeer(.refusedStream), .refusedByGoAway:
-                finish(stream, .failed(.refused))
-            case .resetByPeer(let code):
-                finish(stream, .failed(.reset(code)))
-            case .resetLocally:
-                finish(stream, .failed(.protocolError))  // the server broke a stream rule
-            case .connectionError:
-                finish(stream, .failed(.connectionLost))
+    private func streamClosed(_ stream: HTTP2StreamID, reason: HTTP2ErrorCode?) {
+        if exchanges[stream] != nil {
+            switch reason {
+            case nil: completed(stream)
+            case .refusedStream?: finish(stream, .failed(.refused))
+            case let code?: finish(stream, .failed(.reset(code)))
             }
         }
         openWaiting()
+        closeIfDrained()
     }
 
-    func http2GoAway(lastStreamID: UInt32, code: HTTP2Wire.ErrorCode, debugData: ByteBuffer) {
-        delegate?.connectionGoAway(id: id, lastStreamID: lastStreamID, errorCode: code, reason: Self.reason(fromDebugData: debugData))
+    private func receivedGoAway(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, debugData: ByteBuffer?) {
+        goAwayReceived = min(lastStreamID, goAwayReceived ?? .maxID)
+        delegate?.connectionGoAway(
+            id: id, lastStreamID: lastStreamID, errorCode: errorCode, reason: debugData.flatMap(Self.reason(fromDebugData:)))
+        // Streams above the last id were never processed (NIO closes them next, with CANCEL).
+        for stream in exchanges.keys.sorted() where stream > lastStreamID { finish(stream, .failed(.refused)) }
+        failWaiting(.refused)
+        closeIfDrained()
     }
 
-    func http2PingAcknowledged(_ opaque: UInt64) {
-        pongTimeoutTask?.cancel()
-        pongTimeoutTask = nil
+    /// After GOAWAY either way: close once no stream is left.
+    private func closeIfDrained() {
+        guard goAwayReceived != nil || retiring, openStreams == 0, exchanges.isEmpty, !closing, let context else { return }
+        closing = true
+        context.flush()
+        context.close(promise: nil)
     }
 
     // MARK: Output
@@ -382,24 +471,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
         flushScheduled = true
         context.eventLoop.assumeIsolated().execute {
             self.flushScheduled = false
-            self.flush()
-        }
-    }
-
-    /// Writes what HTTP/2 produced; closes once it is written when HTTP/2 is done (GOAWAY drained, protocol error).
-    private func flush() {
-        guard let context, !closing else { return }
-        let output = http2.takeOutput()
-        let close = http2.wantsClose
-        if close { closing = true }
-        guard let output else {
-            if close { context.close(promise: nil) }
-            return
-        }
-        if close {
-            context.writeAndFlush(wrapOutboundOut(output)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-        } else {
-            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
+            if !self.closing { self.context?.flush() }
         }
     }
 
@@ -426,8 +498,8 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     private func pingCheck(context: ChannelHandlerContext) {
         guard context.channel.isActive, !closing else { return }
         if pongTimeoutTask == nil, NIODeadline.now() - lastActivity >= pingInterval {
-            http2.ping(UInt64(truncatingIfNeeded: NIODeadline.now().uptimeNanoseconds))
-            flush()
+            let ping = HTTP2PingData(withInteger: UInt64(truncatingIfNeeded: NIODeadline.now().uptimeNanoseconds))
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(ping, ack: false))), promise: nil)
             pongTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: pingTimeout) {
                 self.record(APNSError(.connectionLost, "no PING acknowledgement within the ping timeout"))
                 context.close(promise: nil)

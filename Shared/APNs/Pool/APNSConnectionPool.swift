@@ -1,6 +1,6 @@
 import Logging
 import NIOCore
-import HTTP2Wire
+import NIOHTTP2
 import NIOSSL
 import Synchronization
 import Locking
@@ -122,7 +122,7 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         run(actions)
     }
 
-    func connectionGoAway(id: Int, lastStreamID: UInt32, errorCode: HTTP2Wire.ErrorCode, reason: String?) {
+    func connectionGoAway(id: Int, lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, reason: String?) {
         logger.info(
             "APNs sent GOAWAY",
             metadata: [
