@@ -81,7 +81,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         self.announcedMaxStreams = initialMaxStreams
         self.rampedUp = rampedUp
         self.framing = HTTP2Connection(
-            role: .server, allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, initialMaxStreams)],
+            allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, initialMaxStreams)],
             streamWindow: Self.streamWindow, connectionWindow: Self.connectionWindow, maxHeaderListSize: Self.maxHeaderListSize
         )
         self.framing.delegate = self
