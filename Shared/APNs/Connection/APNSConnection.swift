@@ -30,6 +30,12 @@ final class APNSConnection: Sendable {
         }
     }
 
+    /// Sends GOAWAY, lets the streams in flight finish, then closes (the server said `IdleTimeout`).
+    func retire() {
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.retireOnRequest() }
+    }
+
     /// Closes the connection (in-flight streams end with `connectionLost`).
     func close() -> EventLoopFuture<Void> {
         let promise = channel.eventLoop.makePromise(of: Void.self)
@@ -61,6 +67,7 @@ final class APNSConnection: Sendable {
                         id: id, maxStreamsCap: configuration.maxStreamsPerConnection, firstStreamID: configuration.firstStreamID,
                         pingInterval: .nanoseconds(configuration.pingInterval.nanoseconds),
                         pingTimeout: .nanoseconds(configuration.pingTimeout.nanoseconds),
+                        inFlightReadTimeout: .nanoseconds(configuration.inFlightReadTimeout.nanoseconds),
                         delegate: delegate, ready: ready)
                     let http2 = http2Configuration(configuration)
                     try sync.addHandler(NIOSSLClientHandler(context: tlsContext, serverHostname: sniHost))

@@ -4,11 +4,24 @@ import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
-/// Receives connection events from the handler (on the connection's event loop).
+/// Receives connection events from the handler (on the connection's event loop), before the requests they
+/// affect are resumed: a request that comes back not sent is never leased the same connection again.
 protocol APNSConnectionDelegate: AnyObject, Sendable {
     func connectionMaxStreamsChanged(id: Int, maxStreams: Int)
-    func connectionGoAway(id: Int, lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, reason: String?)
+    /// The first answer arrived: the server accepts this client (the pool's reconnect backoff resets).
+    func connectionAnswered(id: Int)
+    /// The connection takes no new streams: the server sent GOAWAY (`goAway`), or we are retiring it or closing
+    /// it after an error (`error`).
+    func connectionDraining(id: Int, goAway: APNSGoAway?, error: APNSError?)
     func connectionClosed(id: Int, error: APNSError?)
+}
+
+/// A GOAWAY from the server.
+struct APNSGoAway: Sendable, Equatable {
+    var lastStreamID: HTTP2StreamID
+    var errorCode: HTTP2ErrorCode
+    /// `reason` from the debug data (`{"reason":"BadCertificateEnvironment"}`), verbatim.
+    var reason: String?
 }
 
 /// What happened to one HTTP/2 request on one stream.
@@ -19,11 +32,14 @@ enum APNSStreamResult: Sendable {
 
 /// Why a stream ended without a response.
 enum APNSStreamFailure: Sendable, Equatable {
-    /// The request never reached the server (no stream opened before the deadline or the connection's end).
-    /// Safe to retry.
+    /// The request was never written: the connection was closing or closed. Safe to retry elsewhere.
     case notSent
-    /// REFUSED_STREAM, or above a GOAWAY's last-stream-id: not processed. Safe to retry.
-    case refused
+    /// The request was never written: its deadline passed (or was too close to be worth writing) before a
+    /// stream was free.
+    case expired
+    /// REFUSED_STREAM (`reason` nil), or above a GOAWAY's last-stream-id (with the GOAWAY's reason, if any): not
+    /// processed. Safe to retry, unless the reason says otherwise.
+    case refused(reason: String?)
     /// The deadline passed first; the stream was reset with CANCEL.
     case timeout
     /// The connection closed after the request was written: it may have been delivered.
@@ -36,8 +52,9 @@ enum APNSStreamFailure: Sendable, Equatable {
 
 /// One connection to APNs, on its event loop, above swift-nio-http2's `NIOHTTP2Handler` in frame mode (no child
 /// channel per stream): one stream per request with its deadline, requests waiting for a stream slot when the
-/// server's MAX_CONCURRENT_STREAMS is reached, the server's SETTINGS and GOAWAY reported to the pool, PINGs when
-/// idle (no answer in time → close, the pool replaces the connection).
+/// server's MAX_CONCURRENT_STREAMS is reached, the server's SETTINGS and GOAWAY reported to the pool, a PING
+/// when an idle connection has been quiet for `pingInterval` or a busy one for `inFlightReadTimeout` (nothing
+/// read in time after it → close, the pool replaces the connection).
 ///
 /// Every request's completion is resumed exactly once: with the response, or with why there is none (deadline,
 /// reset, GOAWAY, connection end). Writes made while handling input are flushed once at the end of the read;
@@ -57,6 +74,9 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     static let connectionWindow = 1 << 20
     /// The stream limit NIO applies until the server announces one (a SETTINGS without MAX_CONCURRENT_STREAMS).
     static let defaultMaxStreams = 100
+    /// A request whose deadline is closer than this is not written: its answer could not arrive in time, so
+    /// writing it would only turn a certain "not sent" into an ambiguous "timeout".
+    static let minimumTimeToWrite = TimeAmount.milliseconds(10)
 
     typealias Completion = UnsafeContinuation<APNSStreamResult, Never>
 
@@ -82,6 +102,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     private let maxStreamsCap: Int
     private let pingInterval: TimeAmount
     private let pingTimeout: TimeAmount
+    private let inFlightReadTimeout: TimeAmount
     private weak var delegate: (any APNSConnectionDelegate)?
     private var context: ChannelHandlerContext?
     private var ready: EventLoopPromise<Ready>?
@@ -98,15 +119,23 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     private var streamIDsExhausted = false
     /// The lowest last-stream-id of the server's GOAWAYs.
     private var goAwayReceived: HTTP2StreamID?
+    private var goAwayReason: String?
     /// We sent GOAWAY (stream ids used up): finishing what is in flight, then closing.
     private var retiring = false
     /// NIO sent GOAWAY with this code: it found a connection error in the server's input.
     private var protocolErrorSent: HTTP2ErrorCode?
     /// DATA bytes received since the last connection WINDOW_UPDATE.
     private var unacknowledgedBytes = 0
-    private var lastActivity = NIODeadline.now()
-    private var pingTask: Scheduled<Void>?
-    private var pongTimeoutTask: Scheduled<Void>?
+    private var answered = false
+    /// A frame was read since the last health check.
+    private var sawInput = false
+    /// When the health check last saw input (or the connection started).
+    private var lastInput = NIODeadline.now()
+    /// When the requests in flight started: the first one written after the connection had none.
+    private var busySince = NIODeadline.now()
+    /// Our PING in flight: any input after it shows the connection is alive.
+    private var ping: (sentAt: NIODeadline, timeout: TimeAmount)?
+    private var healthTask: Scheduled<Void>?
     /// One timer for all deadlines (requests and waiting requests), armed for the earliest known one.
     private var deadlineTimer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
@@ -117,13 +146,14 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
 
     init(
         id: Int, maxStreamsCap: Int, firstStreamID: UInt32 = 1, pingInterval: TimeAmount, pingTimeout: TimeAmount,
-        delegate: any APNSConnectionDelegate, ready: EventLoopPromise<Ready>
+        inFlightReadTimeout: TimeAmount, delegate: any APNSConnectionDelegate, ready: EventLoopPromise<Ready>
     ) {
         self.id = id
         self.maxStreamsCap = maxStreamsCap
         self.nextStreamID = HTTP2StreamID(Int32(clamping: max(1, firstStreamID)) | 1)
         self.pingInterval = pingInterval
         self.pingTimeout = pingTimeout
+        self.inFlightReadTimeout = inFlightReadTimeout
         self.delegate = delegate
         self.ready = ready
     }
@@ -134,7 +164,6 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         self.context = context
         // If readiness fails from outside (connect timeout), close the channel.
         ready?.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
-        schedulePingCheck(context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -156,7 +185,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         inReadLoop = true
-        lastActivity = .now()
+        sawInput = true
         switch frame.payload {
         case .headers(let headers):
             received(headers.headers, stream: frame.streamID, endStream: headers.endStream)
@@ -166,11 +195,10 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
             receivedSettings(settings)
         case .goAway(let lastStreamID, let errorCode, let debugData):
             receivedGoAway(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
-        case .ping(_, ack: true):
-            pongTimeoutTask?.cancel()
-            pongTimeoutTask = nil
         default:
-            break  // NIO answers PINGs and acknowledges SETTINGS; RST_STREAM arrives as a stream-closed event
+            break  // NIO answers PINGs and acknowledges SETTINGS; RST_STREAM arrives as a stream-closed event; any
+            // frame (a PING acknowledgement too) shows the connection is alive
+
         }
     }
 
@@ -188,8 +216,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
             openStreams -= 1
             streamClosed(closedEvent.streamID, reason: closedEvent.reason)
         case TLSUserEvent.handshakeCompleted(let negotiatedProtocol) where negotiatedProtocol != "h2":
-            record(APNSError(.tlsFailure, "server did not negotiate HTTP/2 via ALPN (got \(negotiatedProtocol ?? "none"))"))
-            context.close(promise: nil)
+            closeConnection(APNSError(.tlsFailure, "server did not negotiate HTTP/2 via ALPN (got \(negotiatedProtocol ?? "none"))"))
         default:
             break
         }
@@ -207,10 +234,19 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
             return
         }
         if let code = protocolErrorSent {
-            record(APNSError(.connectionLost, "HTTP/2 protocol error from the server (\(code)): \(error)"))
+            closeConnection(APNSError(.connectionLost, "HTTP/2 protocol error from the server (\(code)): \(error)"))
         } else {
-            record(Self.classify(error))
+            closeConnection(Self.classify(error))
         }
+    }
+
+    /// Closes the connection after an error: the pool stops leasing it at once, then the requests on it end
+    /// (`connection-lost`; waiting ones `notSent`) when the channel is inactive.
+    private func closeConnection(_ error: APNSError) {
+        record(error)
+        guard !closing, let context else { return }
+        closing = true
+        if ready == nil { delegate?.connectionDraining(id: id, goAway: nil, error: error) }
         context.close(promise: nil)
     }
 
@@ -248,9 +284,9 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     /// Sends one request (on the event loop). `completion` is resumed exactly once, with a response or a failure.
     func submit(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
         guard !closing, context != nil else { return completion.resume(returning: .failed(.notSent)) }
-        if goAwayReceived != nil || retiring { return completion.resume(returning: .failed(.refused)) }
+        if goAwayReceived != nil || retiring { return completion.resume(returning: .failed(.refused(reason: goAwayReason))) }
         if waitingOrder.isEmpty, canOpenStream {
-            open(headers: headers, body: body, deadline: deadline, completion: completion)
+            open(headers: headers, body: body, deadline: deadline, completion: completion, now: .now())
             scheduleFlush()
             return
         }
@@ -266,8 +302,10 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         !closing && ready == nil && goAwayReceived == nil && !retiring && !streamIDsExhausted && openStreams < maxStreams
     }
 
-    private func open(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, completion: Completion) {
+    private func open(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, completion: Completion, now: NIODeadline) {
         guard let context else { return completion.resume(returning: .failed(.notSent)) }
+        guard deadline - now >= Self.minimumTimeToWrite else { return completion.resume(returning: .failed(.expired)) }
+        if exchanges.isEmpty { busySince = now }
         let stream = nextStreamID
         if Int32(stream) > Int32.max - 2 {
             streamIDsExhausted = true
@@ -291,20 +329,28 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         retiring = true
         let debugData = context.channel.allocator.buffer(string: #"{"reason":"stream ids exhausted"}"#)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .rootStream, errorCode: .noError, opaqueData: debugData))), promise: nil)
-        delegate?.connectionGoAway(id: id, lastStreamID: .rootStream, errorCode: .noError, reason: "stream ids exhausted")
-        failWaiting(.refused)
+        delegate?.connectionDraining(id: id, goAway: nil, error: nil)
+        failWaiting(.refused(reason: nil))
         scheduleFlush()
+        closeIfDrained()
+    }
+
+    /// Asked by the pool (the server said `IdleTimeout`): finish what is in flight, then close.
+    func retireOnRequest() {
+        guard !retiring, !closing, goAwayReceived == nil else { return }
+        retire()
     }
 
     /// Opens streams for waiting requests while the server allows.
     private func openWaiting() {
         guard !waitingOrder.isEmpty else { return }
+        let now = NIODeadline.now()
         while canOpenStream, let key = waitingOrder.first {
             waitingOrder.removeFirst()
             guard let request = waiting.removeValue(forKey: key) else { continue }
-            open(headers: request.headers, body: request.body, deadline: request.deadline, completion: request.completion)
+            open(headers: request.headers, body: request.body, deadline: request.deadline, completion: request.completion, now: now)
         }
-        if goAwayReceived != nil || retiring { failWaiting(.refused) }
+        if goAwayReceived != nil || retiring { failWaiting(.refused(reason: goAwayReason)) }
         scheduleFlush()
     }
 
@@ -362,7 +408,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
             }
         }
         for key in expiredWaiting {
-            waiting.removeValue(forKey: key)?.completion.resume(returning: .failed(.notSent))  // never sent: safe to retry
+            waiting.removeValue(forKey: key)?.completion.resume(returning: .failed(.expired))  // never written
         }
         for stream in expired.sorted() {
             finish(stream, .failed(.timeout))
@@ -379,6 +425,8 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         if let ready, let context {
             self.ready = nil
             maxStreams = min(announced ?? Self.defaultMaxStreams, maxStreamsCap)
+            lastInput = .now()
+            scheduleHealthCheck(context: context)  // until now the connect timeout applies
             ready.succeed(Ready(maxStreams: maxStreams, handler: NIOLoopBound(self, eventLoop: context.eventLoop)))
         } else if let limit = announced.map({ min($0, maxStreamsCap) }), limit != maxStreams {
             maxStreams = limit
@@ -428,6 +476,10 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     private func completed(_ stream: HTTP2StreamID) {
         guard let exchange = exchanges[stream] else { return }
         if let status = exchange.status {
+            if !answered {
+                answered = true
+                delegate?.connectionAnswered(id: id)
+            }
             finish(stream, .response(status: status, apnsID: exchange.apnsID, uniqueID: exchange.uniqueID, body: exchange.body))
         } else {
             finish(stream, .failed(.protocolError))
@@ -438,7 +490,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         if exchanges[stream] != nil {
             switch reason {
             case nil: completed(stream)
-            case .refusedStream?: finish(stream, .failed(.refused))
+            case .refusedStream?: finish(stream, .failed(.refused(reason: nil)))
             case let code?: finish(stream, .failed(.reset(code)))
             }
         }
@@ -448,11 +500,14 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
 
     private func receivedGoAway(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, debugData: ByteBuffer?) {
         goAwayReceived = min(lastStreamID, goAwayReceived ?? .maxID)
-        delegate?.connectionGoAway(
-            id: id, lastStreamID: lastStreamID, errorCode: errorCode, reason: debugData.flatMap(Self.reason(fromDebugData:)))
+        if let reason = debugData.flatMap(Self.reason(fromDebugData:)) { goAwayReason = reason }
+        if ready == nil {
+            delegate?.connectionDraining(
+                id: id, goAway: APNSGoAway(lastStreamID: lastStreamID, errorCode: errorCode, reason: goAwayReason), error: nil)
+        }
         // Streams above the last id were never processed (NIO closes them next, with CANCEL).
-        for stream in exchanges.keys.sorted() where stream > lastStreamID { finish(stream, .failed(.refused)) }
-        failWaiting(.refused)
+        for stream in exchanges.keys.sorted() where stream > lastStreamID { finish(stream, .failed(.refused(reason: goAwayReason))) }
+        failWaiting(.refused(reason: goAwayReason))
         closeIfDrained()
     }
 
@@ -483,29 +538,50 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         deadlineTimer?.cancel()
         deadlineTimer = nil
         timerDeadline = nil
-        pingTask?.cancel()
-        pingTask = nil
-        pongTimeoutTask?.cancel()
-        pongTimeoutTask = nil
+        healthTask?.cancel()
+        healthTask = nil
     }
 
-    private func schedulePingCheck(context: ChannelHandlerContext) {
-        pingTask = context.eventLoop.assumeIsolated().scheduleTask(in: pingInterval) {
-            self.pingCheck(context: context)
+    // MARK: Health
+
+    /// Checks twice per interval: a dead connection is noticed within about 2.5 intervals.
+    private func scheduleHealthCheck(context: ChannelHandlerContext) {
+        let period = TimeAmount.nanoseconds(max(min(pingInterval, inFlightReadTimeout).nanoseconds / 2, 1_000_000))
+        healthTask = context.eventLoop.assumeIsolated().scheduleTask(in: period) {
+            self.checkHealth(context: context)
         }
     }
 
-    private func pingCheck(context: ChannelHandlerContext) {
+    /// A PING when the connection has been quiet too long: `inFlightReadTimeout` with requests waiting on it (an
+    /// answer is overdue), `pingInterval` when idle. Anything read after the PING shows the connection is alive;
+    /// nothing read within its timeout closes it (a dead path, a hung server) and the pool replaces it. Requests
+    /// then end at once (`connection-lost`) instead of at their deadlines, and no new one is sent into it.
+    private func checkHealth(context: ChannelHandlerContext) {
         guard context.channel.isActive, !closing else { return }
-        if pongTimeoutTask == nil, NIODeadline.now() - lastActivity >= pingInterval {
-            let ping = HTTP2PingData(withInteger: UInt64(truncatingIfNeeded: NIODeadline.now().uptimeNanoseconds))
-            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(ping, ack: false))), promise: nil)
-            pongTimeoutTask = context.eventLoop.assumeIsolated().scheduleTask(in: pingTimeout) {
-                self.record(APNSError(.connectionLost, "no PING acknowledgement within the ping timeout"))
-                context.close(promise: nil)
-            }
+        let now = NIODeadline.now()
+        if sawInput {
+            sawInput = false
+            lastInput = now
+            ping = nil
         }
-        schedulePingCheck(context: context)
+        let busy = !exchanges.isEmpty
+        if let ping {
+            let timeout = busy ? min(ping.timeout, inFlightReadTimeout) : ping.timeout
+            if now - ping.sentAt >= timeout {
+                return closeConnection(APNSError(.connectionLost, "nothing read from the connection for \(timeout) after a PING"))
+            }
+        } else if busy, now - max(lastInput, busySince) >= inFlightReadTimeout {
+            sendPing(now: now, timeout: inFlightReadTimeout, context: context)
+        } else if now - lastInput >= pingInterval {
+            sendPing(now: now, timeout: pingTimeout, context: context)
+        }
+        scheduleHealthCheck(context: context)
+    }
+
+    private func sendPing(now: NIODeadline, timeout: TimeAmount, context: ChannelHandlerContext) {
+        ping = (now, timeout)
+        let data = HTTP2PingData(withInteger: UInt64(truncatingIfNeeded: now.uptimeNanoseconds))
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
     }
 
     /// Reads `{"reason":"..."}` from GOAWAY debug data (best effort, never fails).
