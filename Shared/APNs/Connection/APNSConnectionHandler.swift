@@ -196,9 +196,9 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         case .goAway(let lastStreamID, let errorCode, let debugData):
             receivedGoAway(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData)
         default:
-            break  // NIO answers PINGs and acknowledges SETTINGS; RST_STREAM arrives as a stream-closed event; any
-            // frame (a PING acknowledgement too) shows the connection is alive
-
+            // NIO answers PINGs and acknowledges SETTINGS; RST_STREAM arrives as a stream-closed event. Any frame,
+            // a PING acknowledgement too, shows the connection is alive (`sawInput`).
+            break
         }
     }
 
