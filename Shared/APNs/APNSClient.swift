@@ -260,9 +260,11 @@ public final class APNSClient: Service, Sendable {
         waiter?.resume()
     }
 
-    /// The request's header block. Names and values that repeat on every push are indexed by NIO's HPACK encoder
-    /// (a byte each after the first request); the per-push path, id and expiry are not, so they do not evict
-    /// the rest; the provider token is "never indexed".
+    /// The request's header block. Fields that repeat on every push are indexed by NIO's HPACK encoder (a byte or
+    /// two after the first request), the provider token too: it is the same on every request of a connection for
+    /// most of an hour, and ~200 Huffman-coded bytes per push otherwise. (HPACK indexes whole fields, so nothing
+    /// sent alongside can probe it, and TLS runs end to end to APNs.) The per-push path, id and expiry are not
+    /// indexed, so they do not evict the rest.
     private func makeHeaders(
         _ push: APNSVoIPPush, apnsID: String, topic: String, authority: String, token: APNSTokenProvider.Token?
     ) -> HPACKHeaders {
@@ -279,7 +281,7 @@ public final class APNSClient: Service, Sendable {
         headers.add(name: "apns-expiration", value: expiration, indexing: expiration == "0" ? .indexable : .nonIndexable)
         headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         if let token {
-            headers.add(name: "authorization", value: token.authorization, indexing: .neverIndexed)
+            headers.add(name: "authorization", value: token.authorization)
         }
         return headers
     }

@@ -71,6 +71,7 @@ final class APNSConnection: Sendable {
                         delegate: delegate, ready: ready)
                     let http2 = http2Configuration(configuration)
                     try sync.addHandler(NIOSSLClientHandler(context: tlsContext, serverHostname: sniHost))
+                    try sync.addHandler(APNSFlushCoalescingHandler())
                     // Frame mode: no stream multiplexer, so no child channel per request; the handler keeps the
                     // streams itself and sees every frame NIO writes (its own resets and GOAWAYs included).
                     try sync.addHandler(

@@ -57,8 +57,8 @@ enum APNSStreamFailure: Sendable, Equatable {
 /// read in time after it → close, the pool replaces the connection).
 ///
 /// Every request's completion is resumed exactly once: with the response, or with why there is none (deadline,
-/// reset, GOAWAY, connection end). Writes made while handling input are flushed once at the end of the read;
-/// requests submitted from outside share one flush per event-loop tick.
+/// reset, GOAWAY, connection end). The writes of one event-loop tick share one TLS write
+/// (``APNSFlushCoalescingHandler``).
 final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -139,8 +139,6 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     /// One timer for all deadlines (requests and waiting requests), armed for the earliest known one.
     private var deadlineTimer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
-    private var inReadLoop = false
-    private var flushScheduled = false
     private var closing = false
     private var closed = false
 
@@ -184,7 +182,6 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        inReadLoop = true
         sawInput = true
         switch frame.payload {
         case .headers(let headers):
@@ -203,8 +200,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        inReadLoop = false
-        if !closing { context.flush() }
+        flush()
         context.fireChannelReadComplete()
     }
 
@@ -287,7 +283,6 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         if goAwayReceived != nil || retiring { return completion.resume(returning: .failed(.refused(reason: goAwayReason))) }
         if waitingOrder.isEmpty, canOpenStream {
             open(headers: headers, body: body, deadline: deadline, completion: completion, now: .now())
-            scheduleFlush()
             return
         }
         // The server's stream limit is reached (it lowered it below what the pool leased): wait for a slot.
@@ -319,6 +314,11 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         if hasBody {
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
         }
+        // NIO holds DATA frames until a flush and then writes the flushed streams in hash order: flushed one
+        // request at a time, they go out in stream order, so answers come back in order and NIO's stream tables
+        // (arrays sorted by stream id) lose their first entry, not one in the middle. The flush coalescer below
+        // NIO still makes one TLS write of a tick's requests.
+        context.flush()
         if streamIDsExhausted { retire() }
     }
 
@@ -331,7 +331,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .rootStream, errorCode: .noError, opaqueData: debugData))), promise: nil)
         delegate?.connectionDraining(id: id, goAway: nil, error: nil)
         failWaiting(.refused(reason: nil))
-        scheduleFlush()
+        flush()
         closeIfDrained()
     }
 
@@ -351,7 +351,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
             open(headers: request.headers, body: request.body, deadline: request.deadline, completion: request.completion, now: now)
         }
         if goAwayReceived != nil || retiring { failWaiting(.refused(reason: goAwayReason)) }
-        scheduleFlush()
+        flush()
     }
 
     private func failWaiting(_ failure: APNSStreamFailure) {
@@ -415,7 +415,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
             context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.cancel))), promise: nil)
         }
         if let next { armTimer(for: next) }
-        scheduleFlush()
+        flush()
     }
 
     // MARK: Input
@@ -450,7 +450,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
             // NIO checked that a response has a well-formed :status.
             if let status, status >= 200 { exchanges.values[index].status = status }
         }
-        if endStream { completed(stream) }
+        if endStream { completed(at: index) }
     }
 
     private func received(_ data: HTTP2Frame.FramePayload.Data, stream: HTTP2StreamID) {
@@ -469,27 +469,28 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
                 exchanges.values[index].body!.writeBuffer(&chunk)
             }
         }
-        if data.endStream { completed(stream) }
+        if data.endStream { completed(at: index) }
     }
 
-    /// The server ended its side of the stream: the answer is complete.
-    private func completed(_ stream: HTTP2StreamID) {
-        guard let exchange = exchanges[stream] else { return }
+    /// The server ended its side of the stream: the answer is complete. (By index: no second hash lookup.)
+    private func completed(at index: Dictionary<HTTP2StreamID, Exchange>.Index) {
+        let exchange = exchanges.remove(at: index).value
         if let status = exchange.status {
             if !answered {
                 answered = true
                 delegate?.connectionAnswered(id: id)
             }
-            finish(stream, .response(status: status, apnsID: exchange.apnsID, uniqueID: exchange.uniqueID, body: exchange.body))
+            exchange.completion.resume(
+                returning: .response(status: status, apnsID: exchange.apnsID, uniqueID: exchange.uniqueID, body: exchange.body))
         } else {
-            finish(stream, .failed(.protocolError))
+            exchange.completion.resume(returning: .failed(.protocolError))
         }
     }
 
     private func streamClosed(_ stream: HTTP2StreamID, reason: HTTP2ErrorCode?) {
-        if exchanges[stream] != nil {
+        if let index = exchanges.index(forKey: stream) {
             switch reason {
-            case nil: completed(stream)
+            case nil: completed(at: index)
             case .refusedStream?: finish(stream, .failed(.refused(reason: nil)))
             case let code?: finish(stream, .failed(.reset(code)))
             }
@@ -521,13 +522,8 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
 
     // MARK: Output
 
-    private func scheduleFlush() {
-        guard !inReadLoop, !flushScheduled, let context else { return }
-        flushScheduled = true
-        context.eventLoop.assumeIsolated().execute {
-            self.flushScheduled = false
-            if !self.closing { self.context?.flush() }
-        }
+    private func flush() {
+        if !closing { context?.flush() }
     }
 
     private func record(_ error: APNSError) {
