@@ -72,8 +72,10 @@ let package = Package(
         ),
         .target(
             name: "APNs",
-            dependencies: ["Locking", "HTTP2Wire",
+            dependencies: ["Locking",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -62,6 +62,12 @@ struct SimulatorOptions: ParsableArguments {
     @Option(name: .customLong("drop-after"), help: "Fault: reset the TCP connection at stream N+1 per connection.")
     var dropAfter: Int?
 
+    @Option(name: .customLong("reject-connections"), help: "Fault: answer each connection's first stream with GOAWAY(last-stream-id 0) carrying this reason, e.g. BadCertificateEnvironment, and close.")
+    var rejectConnections: String?
+
+    @Option(name: .customLong("refused-stream-rate"), help: "Fault: reset this fraction (0-1) of new streams with REFUSED_STREAM.")
+    var refusedStreamRate: Double = 0
+
     @Option(name: .customLong("latency-ms"), help: "Fault: answer delay, A (fixed) or A-B (uniform), in ms.")
     var latencyMs: String?
 
@@ -112,6 +118,8 @@ struct SimulatorOptions: ParsableArguments {
         faults.goAwayAfterStreams = goAwayAfter
         faults.goAwayReason = goAwayReason
         faults.dropConnectionAfterStreams = dropAfter
+        faults.rejectConnections = rejectConnections
+        faults.refusedStreamRate = refusedStreamRate
         if let latencyMs {
             let parts = latencyMs.split(separator: "-", omittingEmptySubsequences: false).map { Double($0) }
             switch parts.count {

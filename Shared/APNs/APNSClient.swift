@@ -126,6 +126,16 @@ public final class APNSClient: Service, Sendable {
         let deadline = NIODeadline.now() + .nanoseconds((push.timeout ?? configuration.requestTimeout).nanoseconds)
         var attempts = 0
         var renewedToken = false
+        var retiredIdleConnection = false
+        /// Renews an expired provider token once per push (and once per token generation across pushes).
+        func renewToken(_ token: APNSTokenProvider.Token?) -> Bool {
+            guard !renewedToken, let provider = app.tokenProvider, let token, NIODeadline.now() < deadline,
+                provider.reportExpired(generation: token.generation)
+            else { return false }
+            renewedToken = true
+            logger.info("provider token expired, retrying with a renewed token", metadata: ["apns.key": "\(provider.key.keyID)"])
+            return true
+        }
         while true {
             var token: APNSTokenProvider.Token?
             if let provider = app.tokenProvider {
@@ -148,12 +158,12 @@ public final class APNSClient: Service, Sendable {
             switch result {
             case .response(let status, let responseID, let uniqueID, let body):
                 let (reason, timestamp) = status == 200 ? (nil, nil) : Self.parseErrorBody(body)
-                if reason == .expiredProviderToken, !renewedToken, let provider = app.tokenProvider, let token,
-                    NIODeadline.now() < deadline, provider.reportExpired(generation: token.generation)
-                {
-                    renewedToken = true
-                    logger.info("provider token expired, retrying with a renewed token", metadata: ["apns.key": "\(provider.key.keyID)"])
-                    continue
+                if reason == .expiredProviderToken, renewToken(token) { continue }
+                if reason == .idleTimeout, !retiredIdleConnection {
+                    // About the connection, not the push (which was not processed): replace it and try again.
+                    retiredIdleConnection = true
+                    pool.retire(lease)
+                    if NIODeadline.now() < deadline { continue }
                 }
                 let outcome = APNSOutcome(
                     status: status, reason: reason, apnsID: responseID ?? apnsID, uniqueID: uniqueID, timestamp: timestamp,
@@ -166,12 +176,20 @@ public final class APNSClient: Service, Sendable {
                 return outcome
             case .failed(let failure):
                 switch failure {
-                case .refused, .notSent:
-                    if NIODeadline.now() < deadline, attempts < 16 { continue }
-                    return Self.outcome(failure, apnsID: apnsID, start: start, attempts: attempts)
+                case .refused(let reason):
+                    // Above a GOAWAY's last stream id, never processed. A reason Apple's table does not retry
+                    // (BadCertificateEnvironment: the certificate is for the other environment) ends the push.
+                    switch reason.map(APNSReason.init(rawValue:)).flatMap(APNSDisposition.classify(reason:)) {
+                    case .renewTokenAndRetry? where renewToken(token): continue
+                    case .retry?, nil: if NIODeadline.now() < deadline, attempts < Self.maximumAttempts { continue }
+                    default: break
+                    }
+                case .notSent:
+                    if NIODeadline.now() < deadline, attempts < Self.maximumAttempts { continue }
                 default:
-                    return Self.outcome(failure, apnsID: apnsID, start: start, attempts: attempts)
+                    break
                 }
+                return Self.outcome(failure, apnsID: apnsID, start: start, attempts: attempts)
             }
         }
     }
@@ -242,22 +260,28 @@ public final class APNSClient: Service, Sendable {
         waiter?.resume()
     }
 
+    /// The request's header block. Fields that repeat on every push are indexed by NIO's HPACK encoder (a byte or
+    /// two after the first request), the provider token too: it is the same on every request of a connection for
+    /// most of an hour, and ~200 Huffman-coded bytes per push otherwise. (HPACK indexes whole fields, so nothing
+    /// sent alongside can probe it, and TLS runs end to end to APNs.) The per-push path, id and expiry are not
+    /// indexed, so they do not evict the rest.
     private func makeHeaders(
         _ push: APNSVoIPPush, apnsID: String, topic: String, authority: String, token: APNSTokenProvider.Token?
-    ) -> [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = []
+    ) -> HPACKHeaders {
+        var headers = HPACKHeaders()
         headers.reserveCapacity(10)
-        headers.append((":method", "POST"))
-        headers.append((":scheme", "https"))
-        headers.append((":authority", authority))
-        headers.append((":path", "/3/device/" + push.deviceToken))
-        headers.append(("apns-push-type", "voip"))
-        headers.append(("apns-topic", topic))
-        headers.append(("apns-priority", "10"))
-        headers.append(("apns-expiration", push.expiration.headerValue))
-        headers.append(("apns-id", apnsID))
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":authority", value: authority)
+        headers.add(name: ":path", value: "/3/device/" + push.deviceToken, indexing: .nonIndexable)
+        headers.add(name: "apns-push-type", value: "voip")
+        headers.add(name: "apns-topic", value: topic)
+        headers.add(name: "apns-priority", value: "10")
+        let expiration = push.expiration.headerValue
+        headers.add(name: "apns-expiration", value: expiration, indexing: expiration == "0" ? .indexable : .nonIndexable)
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         if let token {
-            headers.append(("authorization", token.authorization))  // sent "never indexed"
+            headers.add(name: "authorization", value: token.authorization)
         }
         return headers
     }
@@ -296,12 +320,21 @@ public final class APNSClient: Service, Sendable {
         }
     }
 
+    /// Requests made for one push at most: refused streams and connections that closed under it are retried
+    /// within the deadline, but not forever.
+    static let maximumAttempts = 16
+
     private static func outcome(_ failure: APNSStreamFailure, apnsID: String, start: ContinuousClock.Instant, attempts: Int) -> APNSOutcome {
         let error: APNSError
         switch failure {
         case .timeout: error = APNSError(.timeout, "no response before the deadline")
         case .connectionLost: error = APNSError(.connectionLost, "connection lost before the response; the push may have been delivered")
-        case .refused, .notSent: error = APNSError(.refusedStream, "stream refused and no time left to retry")
+        case .refused(nil): error = APNSError(.refusedStream, "stream refused and no time left to retry")
+        case .refused(let reason?):
+            error = APNSError(
+                .refusedStream, "APNs closed the connection (GOAWAY) before processing the push", reason: APNSReason(rawValue: reason))
+        case .notSent, .expired:
+            error = APNSError(.queueTimeout, "no HTTP/2 stream could take the push before its deadline; it was not sent")
         case .reset(let code): error = APNSError(.streamReset, "stream reset by server: \(code)")
         case .protocolError: error = APNSError(.protocolError, "invalid response from server")
         }

@@ -23,6 +23,11 @@ public struct APNSClientConfiguration: Sendable {
     public var pingInterval: Duration = .seconds(60)
     /// A PING not answered within this closes the connection (it is replaced). Default 10 s.
     public var pingTimeout: Duration = .seconds(10)
+    /// With requests waiting on a connection, nothing read from it for this long makes it send a PING; if
+    /// nothing at all is read within this long again, the connection is taken for dead: it is closed (its
+    /// requests end `connection-lost`) and replaced. A silent connection is noticed within about 2.5× this
+    /// instead of at the idle PING. Default 2 s.
+    public var inFlightReadTimeout: Duration = .seconds(2)
     /// First reconnect delay after a failed connect (full jitter). Default 100 ms.
     public var reconnectInitialBackoff: Duration = .milliseconds(100)
     /// Cap of the reconnect delay. Default 30 s.
@@ -58,6 +63,7 @@ public struct APNSClientConfiguration: Sendable {
         try check(requestTimeout > .zero, "requestTimeout (> 0)")
         try check(connectTimeout > .zero, "connectTimeout (> 0)")
         try check(pingInterval > .zero && pingTimeout > .zero, "pingInterval / pingTimeout (> 0)")
+        try check(inFlightReadTimeout > .zero, "inFlightReadTimeout (> 0)")
         try check(reconnectInitialBackoff > .zero && reconnectMaximumBackoff >= reconnectInitialBackoff, "reconnect backoff")
         try check(productionEndpoint.port > 0 && productionEndpoint.port < 65536, "productionEndpoint.port")
         try check(sandboxEndpoint.port > 0 && sandboxEndpoint.port < 65536, "sandboxEndpoint.port")

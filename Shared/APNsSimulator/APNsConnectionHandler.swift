@@ -81,7 +81,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         self.announcedMaxStreams = initialMaxStreams
         self.rampedUp = rampedUp
         self.framing = HTTP2Connection(
-            role: .server, allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, initialMaxStreams)],
+            allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, initialMaxStreams)],
             streamWindow: Self.streamWindow, connectionWindow: Self.connectionWindow, maxHeaderListSize: Self.maxHeaderListSize
         )
         self.framing.delegate = self
@@ -145,6 +145,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if let limit = faults.dropConnectionAfterStreams, streamsReceived > limit {
             drop()
             return .ignore
+        }
+        if let reason = faults.rejectConnections {
+            if !goAwaySent { core.count { $0.connectionsRejected += 1 } }
+            sendGoAway(lastStreamID: 0, reason: reason)
+            return .ignore
+        }
+        if faults.refusedStreamRate > 0, Double.random(in: 0..<1, using: &random) < faults.refusedStreamRate {
+            core.count { $0.streamsRefused += 1 }
+            return .refuse
         }
         streams[streamID] = StreamState(faults: faults)
         if let limit = faults.goAwayAfterStreams, streamsReceived >= limit, !goAwaySent {

@@ -24,6 +24,13 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
     /// Overrides ``APNsSimulatorConfiguration/maxConcurrentStreams``; applied to open connections too (a new
     /// SETTINGS frame).
     public var maxConcurrentStreams: Int? = nil
+    /// Answer the first stream of every connection with GOAWAY (last-stream-id 0, NO_ERROR, debug data
+    /// `{"reason":"<this>"}`) and close it: nothing on the connection is processed. This is how APNs turns away
+    /// a certificate for the other environment (`BadCertificateEnvironment`).
+    public var rejectConnections: String? = nil
+    /// Reset this fraction (0…1, at random) of new streams with REFUSED_STREAM before processing them: a server
+    /// refusing bursts of streams. Refused streams are safe for the client to retry.
+    public var refusedStreamRate: Double = 0
     /// Accept every stream and never answer it (for client timeout tests).
     public var noResponse: Bool = false
     /// Stop reading from every connection (open ones and new ones): nothing is answered, not even PINGs,
@@ -39,6 +46,8 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         goAwayReason: String = "Shutdown",
         dropConnectionAfterStreams: Int? = nil,
         maxConcurrentStreams: Int? = nil,
+        rejectConnections: String? = nil,
+        refusedStreamRate: Double = 0,
         noResponse: Bool = false,
         unresponsive: Bool = false
     ) {
@@ -49,13 +58,15 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         self.goAwayReason = goAwayReason
         self.dropConnectionAfterStreams = dropConnectionAfterStreams
         self.maxConcurrentStreams = maxConcurrentStreams
+        self.rejectConnections = rejectConnections
+        self.refusedStreamRate = refusedStreamRate
         self.noResponse = noResponse
         self.unresponsive = unresponsive
     }
 
     enum CodingKeys: String, CodingKey {
         case tokenOutcomes, latency, errorRate, goAwayAfterStreams, goAwayReason
-        case dropConnectionAfterStreams, maxConcurrentStreams, noResponse, unresponsive
+        case dropConnectionAfterStreams, maxConcurrentStreams, rejectConnections, refusedStreamRate, noResponse, unresponsive
     }
 
     /// Decodes faults from JSON; every key is optional.
@@ -68,6 +79,8 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         self.goAwayReason = try c.decodeIfPresent(String.self, forKey: .goAwayReason) ?? "Shutdown"
         self.dropConnectionAfterStreams = try c.decodeIfPresent(Int.self, forKey: .dropConnectionAfterStreams)
         self.maxConcurrentStreams = try c.decodeIfPresent(Int.self, forKey: .maxConcurrentStreams)
+        self.rejectConnections = try c.decodeIfPresent(String.self, forKey: .rejectConnections)
+        self.refusedStreamRate = try c.decodeIfPresent(Double.self, forKey: .refusedStreamRate) ?? 0
         self.noResponse = try c.decodeIfPresent(Bool.self, forKey: .noResponse) ?? false
         self.unresponsive = try c.decodeIfPresent(Bool.self, forKey: .unresponsive) ?? false
     }
@@ -81,6 +94,12 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         try positive(dropConnectionAfterStreams, "dropConnectionAfterStreams")
         if let n = maxConcurrentStreams, n < 1 || n > Int(Int32.max) {
             throw APNsSimulatorError.invalidFaults("maxConcurrentStreams must be in 1...\(Int32.max)")
+        }
+        if !(refusedStreamRate >= 0 && refusedStreamRate <= 1) {
+            throw APNsSimulatorError.invalidFaults("refusedStreamRate must be in 0...1")
+        }
+        if let rejectConnections, rejectConnections.isEmpty || rejectConnections.utf8.count > 200 {
+            throw APNsSimulatorError.invalidFaults("rejectConnections must be a reason of 1...200 bytes")
         }
         if let latency { try latency.validate() }
         if let errorRate { try errorRate.validate() }
@@ -184,6 +203,7 @@ extension APNsSimulatorFaults {
             latency.maximumMilliseconds = min(max(latency.minimumMilliseconds, latency.maximumMilliseconds.isFinite ? latency.maximumMilliseconds : 0), 600_000)
             copy.latency = latency
         }
+        copy.refusedStreamRate = refusedStreamRate.isFinite ? min(max(0, refusedStreamRate), 1) : 0
         if var errorRate = copy.errorRate {
             errorRate.probability = errorRate.probability.isFinite ? min(max(0, errorRate.probability), 1) : 0
             copy.errorRate = errorRate

@@ -71,6 +71,10 @@ public struct APNsSimulatorStats: Sendable, Codable, Equatable {
     public var goAwaysSent: Int = 0
     /// Connections closed abruptly by fault injection.
     public var connectionsDropped: Int = 0
+    /// Connections turned away with GOAWAY on their first stream (`rejectConnections`).
+    public var connectionsRejected: Int = 0
+    /// Streams reset with REFUSED_STREAM by fault injection (`refusedStreamRate`).
+    public var streamsRefused: Int = 0
     /// Streams left unanswered on purpose (`noResponse`).
     public var unanswered: Int = 0
     /// Recorded pushes discarded because the record limit was reached.

@@ -5,11 +5,11 @@ import NIOHPACK
 public enum HTTP2StreamEnd: Equatable, Sendable {
     /// Both sides ended it (END_STREAM each way).
     case completed
-    /// The peer sent RST_STREAM with this code.
+    /// The client sent RST_STREAM with this code.
     case resetByPeer(HTTP2Wire.ErrorCode)
-    /// We reset it: the application asked (``HTTP2Connection/resetStream(_:_:)``) or the peer broke a stream rule.
+    /// We reset it: the application asked (``HTTP2Connection/resetStream(_:_:)``) or the client broke a stream rule.
     case resetLocally(HTTP2Wire.ErrorCode)
-    /// Above the last stream id of a GOAWAY: the peer never processed it (safe to retry elsewhere).
+    /// Above the last stream id of our GOAWAY: never processed (safe for the client to retry elsewhere).
     case refusedByGoAway
     /// The connection failed (a protocol error; GOAWAY sent, closing).
     case connectionError
@@ -26,46 +26,28 @@ public enum HTTP2Admission: Sendable {
 }
 
 /// The application side of an ``HTTP2Connection``. Every call happens on the connection's event loop while it
-/// processes input; the application may send (answer, reset, open streams) from inside these calls.
+/// processes input; the application may send (answer, reset) from inside these calls.
 public protocol HTTP2ConnectionDelegate: AnyObject {
-    /// Server: a client opened `stream` with a well-formed request header block.
+    /// A client opened `stream` with a well-formed request header block.
     func http2StreamOpened(_ stream: UInt32, headers: HPACKHeaders) -> HTTP2Admission
-    /// Client: a header block on a stream we opened (informational, final, or trailers).
-    func http2Headers(_ headers: HPACKHeaders, stream: UInt32)
     /// Body bytes of an open stream.
     func http2Data(_ data: ByteBuffer, stream: UInt32)
-    /// The peer ended its side of the stream (END_STREAM), after all of its headers and data.
+    /// The client ended its side of the stream (END_STREAM), after all of its headers and data.
     func http2RemoteEnded(_ stream: UInt32)
     /// The stream is gone. Not called for streams refused before the application saw them.
     func http2StreamClosed(_ stream: UInt32, _ end: HTTP2StreamEnd)
-    /// The peer's SETTINGS arrived (`first`: the one that opens the connection).
-    func http2PeerSettings(maxConcurrentStreams: Int?, first: Bool)
-    /// The peer sent GOAWAY.
-    func http2GoAway(lastStreamID: UInt32, code: HTTP2Wire.ErrorCode, debugData: ByteBuffer)
-    /// The peer acknowledged one of our PINGs.
-    func http2PingAcknowledged(_ opaque: UInt64)
 }
 
-extension HTTP2ConnectionDelegate {
-    public func http2StreamOpened(_ stream: UInt32, headers: HPACKHeaders) -> HTTP2Admission { .refuse }
-    public func http2Headers(_ headers: HPACKHeaders, stream: UInt32) {}
-    public func http2PeerSettings(maxConcurrentStreams: Int?, first: Bool) {}
-    public func http2GoAway(lastStreamID: UInt32, code: HTTP2Wire.ErrorCode, debugData: ByteBuffer) {}
-    public func http2PingAcknowledged(_ opaque: UInt64) {}
-}
-
-/// One HTTP/2 connection (RFC 9113) at the byte level, client or server: frames read from the TLS plaintext,
-/// HPACK decoding (NIOHPACK) and literal encoding, stream states, flow control both ways, SETTINGS, PING,
-/// RST_STREAM and GOAWAY. Everything it sends goes into one output buffer that the connection writes once per
-/// burst (``takeOutput()``).
+/// The server side of one HTTP/2 connection (RFC 9113) at the byte level — the APNs simulator's: frames read
+/// from the TLS plaintext, HPACK decoding and literal encoding, stream states, flow control both ways, SETTINGS,
+/// PING, RST_STREAM and GOAWAY. Everything it sends goes into one output buffer that the connection writes once
+/// per burst (``takeOutput()``).
 ///
-/// Scope: request/response exchanges (APNs). No server push (a client's SETTINGS_ENABLE_PUSH is 0 and
-/// PUSH_PROMISE is a protocol error), no priorities (parsed and ignored), no CONNECT.
+/// Scope: request/response exchanges (APNs). No server push, no priorities (parsed and ignored), no CONNECT.
 /// Protocol errors end the connection with GOAWAY and the RFC's code (``wantsClose``); stream errors reset
-/// the stream.
+/// the stream. (The APNs client speaks HTTP/2 through swift-nio-http2; that the two are independent
+/// implementations is what makes the client's tests against the simulator interoperability tests.)
 public final class HTTP2Connection {
-    public enum Role: Sendable { case client, server }
-
     /// Header blocks (HEADERS + CONTINUATION) above this end the connection (ENHANCE_YOUR_CALM).
     public static let maximumHeaderBlock = 65_536
     public static let highestStreamID: UInt32 = 0x7fff_ffff
@@ -84,7 +66,6 @@ public final class HTTP2Connection {
         var receivedLength = 0
     }
 
-    public let role: Role
     public weak var delegate: (any HTTP2ConnectionDelegate)?
 
     /// The connection must close once the output is written (a connection error, or a GOAWAY either way with no
@@ -97,10 +78,8 @@ public final class HTTP2Connection {
     public private(set) var goAwayReceived: UInt32?
 
     private(set) var streams: [UInt32: Flow] = [:]
-    /// Server: the highest stream id the client opened. Client: the highest we opened.
+    /// The highest stream id the client opened.
     private(set) var highestStreamID: UInt32 = 0
-    /// Client: the id of the next stream we open.
-    private var nextStreamID: UInt32
 
     private var reader: HTTP2Wire.FrameReader
     private var writer: HTTP2Wire.FrameWriter
@@ -108,38 +87,32 @@ public final class HTTP2Connection {
     private var peer = HTTP2Wire.PeerSettings()
     private let localStreamWindow: Int
     private let connectionWindowTarget: Int
-    private var prefaceReceived: Bool
+    private var prefaceReceived = false
     private var settingsReceived = false
     private var headerBlock: (stream: UInt32, endStream: Bool, block: ByteBuffer)?
     private var connectionSendWindow = HTTP2Wire.defaultWindow
     private var connectionReceiveWindow = HTTP2Wire.defaultWindow
     /// Streams with bytes waiting for credit, in the order they blocked.
     private var blocked: [UInt32] = []
-    /// Server: MAX_CONCURRENT_STREAMS the client acknowledged, and the values of our SETTINGS not acknowledged
+    /// MAX_CONCURRENT_STREAMS the client acknowledged, and the values of our SETTINGS not acknowledged
     /// yet (nil: that SETTINGS did not change it). Until acknowledged, the larger of old and new applies.
     private var acknowledgedMaxStreams = Int.max
     private var unacknowledgedMaxStreams: [Int?] = []
 
     /// - Parameters:
-    ///   - settings: our SETTINGS (MAX_CONCURRENT_STREAMS for a server, ENABLE_PUSH 0 for a client, …);
-    ///     INITIAL_WINDOW_SIZE is added from `streamWindow`.
+    ///   - settings: our SETTINGS (MAX_CONCURRENT_STREAMS, …); INITIAL_WINDOW_SIZE is added from `streamWindow`.
     ///   - streamWindow: receive window per stream.
     ///   - connectionWindow: receive window of the connection (topped up when half is used).
-    ///   - firstStreamID: client: the id of its first stream (odd; tests start near the end of the id space).
     public init(
-        role: Role, allocator: ByteBufferAllocator, settings: [(HTTP2Wire.Setting, Int)], streamWindow: Int,
-        connectionWindow: Int, maxHeaderListSize: Int, firstStreamID: UInt32 = 1
+        allocator: ByteBufferAllocator, settings: [(HTTP2Wire.Setting, Int)], streamWindow: Int,
+        connectionWindow: Int, maxHeaderListSize: Int
     ) {
-        self.role = role
-        self.nextStreamID = max(1, min(firstStreamID, Self.highestStreamID)) | 1
         self.localStreamWindow = streamWindow
         self.connectionWindowTarget = connectionWindow
         self.reader = HTTP2Wire.FrameReader(allocator: allocator)
         self.writer = HTTP2Wire.FrameWriter(allocator: allocator)
         // The announced header list size is advisory (RFC 9113 §6.5.2): refuse only far larger lists.
         self.decoder = HPACKBlockDecoder(maxTableSize: HTTP2Wire.defaultHeaderTableSize, maxHeaderListSize: maxHeaderListSize * 2)
-        self.prefaceReceived = role == .client
-        if role == .client { writer.raw(HTTP2Wire.clientPreface) }
         var all = settings
         all.append((.maxHeaderListSize, maxHeaderListSize))
         if streamWindow != HTTP2Wire.defaultWindow { all.append((.initialWindowSize, streamWindow)) }
@@ -162,21 +135,9 @@ public final class HTTP2Connection {
 
     public func isOpen(_ stream: UInt32) -> Bool { streams[stream] != nil }
 
-    /// Server: MAX_CONCURRENT_STREAMS in force (the acknowledged value, or a larger one announced since).
+    /// MAX_CONCURRENT_STREAMS in force (the acknowledged value, or a larger one announced since).
     public var localMaxConcurrentStreams: Int {
         unacknowledgedMaxStreams.reduce(acknowledgedMaxStreams) { max($0, $1 ?? 0) }
-    }
-
-    /// Client: whether ``openStream(headers:body:)`` can open a stream now (the server's limit, GOAWAY either
-    /// way, stream ids left).
-    public var canOpenStream: Bool {
-        !wantsClose && goAwayReceived == nil && goAwaySent == nil && !streamIDsExhausted
-            && streams.count < (peer.maxConcurrentStreams ?? .max)
-    }
-
-    /// Client: every stream id (2^31 − 1 at most) is used; the connection can only finish what it has and go.
-    public var streamIDsExhausted: Bool {
-        role == .client && nextStreamID > Self.highestStreamID
     }
 
     // MARK: Input
@@ -229,8 +190,7 @@ public final class HTTP2Connection {
         }
     }
 
-    /// A stream id the peer may have used: for a server the client's odd ids up to the highest opened, for a
-    /// client the ids we opened.
+    /// A stream id the client may have used: odd, up to the highest it opened.
     private func isKnown(_ stream: UInt32) -> Bool {
         stream & 1 == 1 && stream <= highestStreamID
     }
@@ -270,21 +230,20 @@ public final class HTTP2Connection {
             throw HTTP2Wire.ConnectionError(.compressionError, "HPACK: \(error)")
         }
         guard stream & 1 == 1 else { throw HTTP2Wire.ConnectionError(.protocolError, "HEADERS on even stream \(stream)") }
-        if role == .server, stream > highestStreamID {
+        if stream > highestStreamID {
             return openedByClient(stream, headers: headers, endStream: endStream)
         }
         guard isKnown(stream) else { throw HTTP2Wire.ConnectionError(.protocolError, "HEADERS on idle stream \(stream)") }
         // Frames for a stream already closed (e.g. reset by us while they were in flight) are ignored.
         guard let index = streams.index(forKey: stream), !streams.values[index].remoteClosed else { return }
-        if role == .server, !endStream {
+        guard endStream else {
             return resetStream(stream, .protocolError)  // trailers must end the request
         }
-        if endStream { streams.values[index].remoteClosed = true }
-        if role == .client { delegate?.http2Headers(headers, stream: stream) }
-        if endStream { remoteEnded(stream) }
+        streams.values[index].remoteClosed = true
+        remoteEnded(stream)
     }
 
-    /// Server: a HEADERS that opens a stream.
+    /// A HEADERS that opens a stream.
     private func openedByClient(_ stream: UInt32, headers: HPACKHeaders, endStream: Bool) {
         highestStreamID = stream
         if let last = goAwaySent, stream > last { return writer.rstStream(stream, .refusedStream) }
@@ -342,11 +301,6 @@ public final class HTTP2Connection {
             return resetStream(stream, .protocolError)
         }
         delegate?.http2RemoteEnded(stream)
-        guard let flow = streams[stream] else { return }
-        if role == .client, !flow.localClosed || flow.pending != nil {
-            // The answer came before our request was all sent: stop sending it.
-            return resetStream(stream, .cancel, end: .completed)
-        }
         closeIfDone(stream)
     }
 
@@ -380,36 +334,26 @@ public final class HTTP2Connection {
             }
         }
         writer.settingsAck()
-        let first = !settingsReceived
         settingsReceived = true
-        delegate?.http2PeerSettings(maxConcurrentStreams: change.maxConcurrentStreams, first: first)
         sendBlocked()
     }
 
     private func ping(_ frame: HTTP2Wire.Frame) throws(HTTP2Wire.ConnectionError) {
         guard frame.stream == 0 else { throw HTTP2Wire.ConnectionError(.protocolError, "PING on stream \(frame.stream)") }
         guard frame.payload.readableBytes == 8 else { throw HTTP2Wire.ConnectionError(.frameSizeError, "PING of \(frame.payload.readableBytes) bytes") }
-        let opaque = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt64.self)!
-        if frame.has(HTTP2Wire.Flag.ack) {
-            delegate?.http2PingAcknowledged(opaque)
-        } else {
-            writer.ping(opaque, ack: true)
+        // We send no PINGs, so an acknowledgement is not expected and is ignored.
+        if !frame.has(HTTP2Wire.Flag.ack) {
+            writer.ping(frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt64.self)!, ack: true)
         }
     }
 
     private func goAway(_ frame: HTTP2Wire.Frame) throws(HTTP2Wire.ConnectionError) {
         guard frame.stream == 0 else { throw HTTP2Wire.ConnectionError(.protocolError, "GOAWAY on stream \(frame.stream)") }
-        var payload = frame.payload
-        guard let rawLast = payload.readInteger(as: UInt32.self), let rawCode = payload.readInteger(as: UInt32.self) else {
+        // The client's last-stream-id is about streams we would push: none. Its own streams still get answers.
+        guard let rawLast = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt32.self), frame.payload.readableBytes >= 8 else {
             throw HTTP2Wire.ConnectionError(.frameSizeError, "GOAWAY shorter than 8 bytes")
         }
-        let last = rawLast & 0x7fff_ffff
-        goAwayReceived = min(last, goAwayReceived ?? .max)
-        delegate?.http2GoAway(lastStreamID: last, code: HTTP2Wire.ErrorCode(rawValue: rawCode) ?? .internalError, debugData: payload)
-        if role == .client {
-            // Streams above the last id were never processed.
-            for stream in streams.keys.sorted() where stream > last { removeStream(stream, .refusedByGoAway) }
-        }
+        goAwayReceived = min(rawLast & 0x7fff_ffff, goAwayReceived ?? .max)
         if streams.isEmpty { wantsClose = true }
     }
 
@@ -438,19 +382,8 @@ public final class HTTP2Connection {
 
     // MARK: Output
 
-    /// Client: opens a stream with a request; nil when ``canOpenStream`` is false.
-    public func openStream(headers: [(name: String, value: String)], body: ByteBuffer?) -> UInt32? {
-        guard role == .client, canOpenStream else { return nil }
-        let stream = nextStreamID
-        highestStreamID = stream
-        nextStreamID = stream &+ 2  // beyond 2^31 − 1 when the last id is used: exhausted
-        streams[stream] = Flow(sendWindow: peer.initialWindow, receiveWindow: localStreamWindow, remoteClosed: false)
-        send(stream: stream, headers: headers, body: body)
-        return stream
-    }
-
-    /// Sends HEADERS (`headers`: lowercase names, pseudo-headers first) and then `body` as DATA (as flow control
-    /// allows) ending our side of the stream. Server: the answer to a request.
+    /// Sends the answer to a request: HEADERS (`headers`: lowercase names, `:status` first) and then `body` as
+    /// DATA (as flow control allows), ending the stream.
     public func send(stream: UInt32, headers: [(name: String, value: String)], body: ByteBuffer?) {
         guard let index = streams.index(forKey: stream), !streams.values[index].localClosed else { return }
         let hasBody = (body?.readableBytes ?? 0) > 0
@@ -467,43 +400,32 @@ public final class HTTP2Connection {
     /// Resets a stream (the application's choice, e.g. a timeout) and forgets it; frames that were in flight for
     /// it are ignored.
     public func resetStream(_ stream: UInt32, _ code: HTTP2Wire.ErrorCode) {
-        resetStream(stream, code, end: .resetLocally(code))
-    }
-
-    private func resetStream(_ stream: UInt32, _ code: HTTP2Wire.ErrorCode, end: HTTP2StreamEnd) {
         guard streams[stream] != nil else { return }
         writer.rstStream(stream, code)
-        removeStream(stream, end)
+        removeStream(stream, .resetLocally(code))
     }
 
     /// GOAWAY: streams above `lastStreamID` (default: the highest the peer opened) are refused from now on; once
     /// no stream is left the connection closes.
     public func goAway(lastStreamID: UInt32? = nil, code: HTTP2Wire.ErrorCode = .noError, debugData: [UInt8] = []) {
-        let last = min(lastStreamID ?? (role == .server ? highestStreamID : 0), goAwaySent ?? .max)
+        let last = min(lastStreamID ?? highestStreamID, goAwaySent ?? .max)
         goAwaySent = last
         writer.goAway(lastStreamID: last, code: code, debugData: debugData)
-        if role == .server {
-            for stream in streams.keys.sorted() where stream > last { removeStream(stream, .refusedByGoAway) }
-        }
+        for stream in streams.keys.sorted() where stream > last { removeStream(stream, .refusedByGoAway) }
         if streams.isEmpty { wantsClose = true }
     }
 
-    /// Server: announces a new MAX_CONCURRENT_STREAMS.
+    /// Announces a new MAX_CONCURRENT_STREAMS.
     public func announceMaxConcurrentStreams(_ limit: Int) {
         writer.settings([(.maxConcurrentStreams, limit)])
         unacknowledgedMaxStreams.append(limit)
     }
 
-    public func ping(_ opaque: UInt64) {
-        writer.ping(opaque, ack: false)
-    }
-
     private func connectionError(_ error: HTTP2Wire.ConnectionError) {
         guard !wantsClose else { return }
         lastError = error
-        let last = role == .server ? highestStreamID : 0
-        goAwaySent = min(last, goAwaySent ?? .max)
-        writer.goAway(lastStreamID: last, code: error.code, debugData: Array(error.detail.utf8.prefix(256)))
+        goAwaySent = min(highestStreamID, goAwaySent ?? .max)
+        writer.goAway(lastStreamID: highestStreamID, code: error.code, debugData: Array(error.detail.utf8.prefix(256)))
         wantsClose = true
         for stream in streams.keys.sorted() { removeStream(stream, .connectionError) }
     }
@@ -550,7 +472,11 @@ public final class HTTP2Connection {
     private func sendBlocked() {
         guard !blocked.isEmpty else { return }
         let waiting = blocked
-        blocked = waiting.filter { !sendPending($0) }
+        blocked = []
+        // Sending can close a stream, and the delegate may answer another one from that callback, which can block
+        // and append here: keep those, after the ones still waiting from before.
+        let stillBlocked = waiting.filter { !sendPending($0) }
+        blocked.insert(contentsOf: stillBlocked, at: 0)
     }
 
     // MARK: Request header checks (RFC 9113 §8.2–8.3)

@@ -1,12 +1,12 @@
 import NIOCore
 
-/// The byte level of HTTP/2 (RFC 9113) shared by the APNs client's and the APNs simulator's own protocol
-/// implementations: frame reading and writing, padding, SETTINGS, and an HPACK encoder that never uses the
-/// dynamic table. Neither side needs more: each exchange is one request and one short answer.
+/// The byte level of HTTP/2 (RFC 9113) under the APNs simulator's server (``HTTP2Connection``): frame reading
+/// and writing, padding, SETTINGS, and an HPACK encoder for answers that never uses the dynamic table. Each
+/// exchange is one request and one short answer.
 ///
-/// Both used NIO's `NIOHTTP2Handler` (with a child channel per stream on the client). Under load those
-/// general-purpose layers were most of the cost of a push on both sides; this is the part of HTTP/2 they
-/// actually use, written straight against `ByteBuffer`s.
+/// The simulator used NIO's `NIOHTTP2Handler`, whose general-purpose layers (a frame value and a pipeline write
+/// per frame, header validation in several passes) were most of its cost per push; this is the part of HTTP/2
+/// it actually uses, written straight against `ByteBuffer`s.
 public enum HTTP2Wire {
     public static let clientPreface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
     public static let defaultWindow = 65_535
@@ -92,6 +92,10 @@ public enum HTTP2Wire {
             if buffer.readableBytes == 0 {
                 buffer = bytes
             } else {
+                // A read ended inside a frame. Drop what was consumed before growing: otherwise, as long as reads
+                // keep ending inside frames, the buffer carries (and copies, once a slice of it is kept) every
+                // byte since the last read that ended on a frame boundary.
+                buffer.discardReadBytes()
                 var more = bytes
                 buffer.writeBuffer(&more)
             }
@@ -126,6 +130,9 @@ public enum HTTP2Wire {
             return Frame(type: type, flags: flags, stream: stream, payload: buffer.readSlice(length: length)!)
         }
 
+        /// Bytes the reader holds, read or not (tests).
+        var retainedBytes: Int { buffer.writerIndex }
+
         /// Drops the reference to a fully read input buffer.
         private mutating func release() {
             if buffer.readableBytes == 0, buffer.capacity > 0 { buffer = allocator.buffer(capacity: 0) }
@@ -154,7 +161,6 @@ public enum HTTP2Wire {
     public struct PeerSettings {
         public var initialWindow = HTTP2Wire.defaultWindow
         public var maxFrameSize = HTTP2Wire.defaultMaxFrameSize
-        public var maxConcurrentStreams: Int?
 
         public init() {}
 
@@ -162,7 +168,6 @@ public enum HTTP2Wire {
         public struct Change {
             /// Added to every open stream's send window.
             public var windowDelta = 0
-            public var maxConcurrentStreams: Int?
             /// SETTINGS_HEADER_TABLE_SIZE was sent: our next header block confirms our table size (0).
             public var headerTableSize = false
         }
@@ -189,11 +194,8 @@ public enum HTTP2Wire {
                         throw ConnectionError(.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value)")
                     }
                     maxFrameSize = Int(value)
-                case .maxConcurrentStreams:
-                    maxConcurrentStreams = Int(value)
-                    change.maxConcurrentStreams = Int(value)
-                case .maxHeaderListSize, nil:
-                    break  // our header lists are small; unknown settings are ignored
+                case .maxConcurrentStreams, .maxHeaderListSize, nil:
+                    break  // we open no streams; our header lists are small; unknown settings are ignored
                 }
             }
             return change
@@ -229,10 +231,6 @@ public enum HTTP2Wire {
         /// such as nghttp2's waits for that after a smaller setting).
         public mutating func confirmTableSize() {
             tableSizeUpdate = true
-        }
-
-        public mutating func raw(_ bytes: [UInt8]) {
-            output.writeBytes(bytes)
         }
 
         public mutating func frameHeader(length: Int, type: FrameType, flags: UInt8, stream: UInt32) {
@@ -306,25 +304,18 @@ public enum HTTP2Wire {
     }
 }
 
-/// HPACK (RFC 7541) without the dynamic table: static-table matches are indexed, every other header is a literal
-/// "without indexing" (`authorization` "never indexed"), no Huffman coding. The decoder's state never changes, so
-/// there is nothing to keep in step with the peer beyond the table size update ``HTTP2Wire/FrameWriter`` sends.
-/// Names must be lowercase.
+/// HPACK (RFC 7541) for answers, without the dynamic table: static-table matches are indexed, every other header
+/// is a literal "without indexing", no Huffman coding. The decoder's state never changes, so there is nothing to
+/// keep in step with the peer beyond the table size update ``HTTP2Wire/FrameWriter`` sends. Names must be
+/// lowercase.
 public enum HPACKLiteralEncoder {
-    /// The static-table index of a name APNs requests and answers use (RFC 7541 Appendix A), by length first so
-    /// most names are dismissed without a comparison.
+    /// The static-table index of a name APNs answers use (RFC 7541 Appendix A), by length first so most names
+    /// are dismissed without a comparison.
     @inline(__always)
     static func nameIndex(_ name: String) -> UInt8? {
         switch name.utf8.count {
-        case 5: return name == ":path" ? 4 : nil
-        case 7:
-            if name == ":method" { return 2 }
-            if name == ":scheme" { return 6 }
-            if name == ":status" { return 8 }
-            return nil
-        case 10: return name == ":authority" ? 1 : nil
+        case 7: return name == ":status" ? 8 : nil
         case 12: return name == "content-type" ? 31 : nil
-        case 13: return name == "authorization" ? 23 : nil
         case 14: return name == "content-length" ? 28 : nil
         default: return nil
         }
@@ -334,9 +325,6 @@ public enum HPACKLiteralEncoder {
     @inline(__always)
     static func fullMatch(nameIndex: UInt8, _ value: String) -> UInt8? {
         switch nameIndex {
-        case 2: return value == "POST" ? 3 : value == "GET" ? 2 : nil
-        case 4: return value == "/" ? 4 : nil
-        case 6: return value == "https" ? 7 : value == "http" ? 6 : nil
         case 8:
             switch value {
             case "200": return 8
@@ -366,12 +354,11 @@ public enum HPACKLiteralEncoder {
                     index += 1
                     continue
                 }
-                // Literal without indexing is 0000xxxx; never indexed (for credentials) is 0001xxxx.
-                let pattern: UInt8 = nameIndex == 23 ? 0x10 : 0x00
+                // Literal without indexing: 0000xxxx.
                 if let nameIndex {
-                    index = writeInteger(Int(nameIndex), prefixBits: 4, pattern: pattern, into: out, at: index)
+                    index = writeInteger(Int(nameIndex), prefixBits: 4, pattern: 0x00, into: out, at: index)
                 } else {
-                    out[index] = pattern
+                    out[index] = 0x00
                     index = writeString(name, into: out, at: index + 1)
                 }
                 index = writeString(value, into: out, at: index)

@@ -34,6 +34,45 @@ struct FaultInjectionTests {
         }
     }
 
+    @Test("reject connections: the first stream of each connection gets GOAWAY with last-stream-id 0 and the reason")
+    func rejectConnections() async throws {
+        let signer = TestSupport.Signer()
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.rejectConnections = "BadCertificateEnvironment" }) { simulator async throws in
+            for _ in 0..<2 {
+                try await TestSupport.withClient(simulator) { client async throws in
+                    await #expect(throws: (any Error).self) { try await push(client, signer) }
+                    let goAway = try #require(client.goAways.first)
+                    #expect(goAway.lastStreamID == 0)
+                    #expect(goAway.errorCode == .noError)
+                    #expect(goAway.debugData == #"{"reason":"BadCertificateEnvironment"}"#)
+                }
+            }
+            #expect(simulator.pushes().isEmpty)
+            #expect(simulator.stats().connectionsRejected == 2)
+            simulator.setFaults(APNsSimulatorFaults())
+            try await TestSupport.withClient(simulator) { client async throws in
+                #expect(try await push(client, signer).status == 200)
+            }
+        }
+    }
+
+    @Test("refused stream rate 1.0 resets every stream with REFUSED_STREAM; 0 answers them")
+    func refusedStreams() async throws {
+        let signer = TestSupport.Signer()
+        try await TestSupport.withSimulator(signer: signer, configure: { $0.faults.refusedStreamRate = 1 }) { simulator async throws in
+            try await TestSupport.withClient(simulator) { client async throws in
+                for _ in 0..<3 {
+                    await #expect(throws: (any Error).self) { try await push(client, signer) }
+                }
+                simulator.setFaults(APNsSimulatorFaults())
+                #expect(try await push(client, signer).status == 200)
+            }
+            #expect(simulator.stats().streamsRefused == 3)
+            #expect(simulator.pushes().count == 1)
+            #expect(simulator.stats().connectionsOpened == 1)
+        }
+    }
+
     @Test("drop after N streams: the connection is reset and the next stream gets no answer")
     func dropConnection() async throws {
         let signer = TestSupport.Signer()

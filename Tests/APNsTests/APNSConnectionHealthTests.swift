@@ -30,6 +30,23 @@ extension APNsIntegration {
             }
         }
 
+        @Test func aSilentConnectionWithAPushWaitingOnItIsNoticedWithinSecondsNotAtTheIdlePing() async throws {
+            // Default health settings (idle PING after 60 s): the server stops reading and answering while a push
+            // waits on the connection, like a black-holed path. The overdue answer makes the client PING; with
+            // nothing read back it closes the connection well before the push's 25 s deadline.
+            try await SimulatorFixture.run(client: { $0.connectionsPerPool = 1 }) { fixture in
+                #expect(await fixture.client.send(fixture.push(token: 1)).isSent)
+                fixture.simulator.setFaults(.init(unresponsive: true))
+                try await Task.sleep(for: .milliseconds(100))
+                let stuck = await fixture.client.send(fixture.push(token: 2, timeout: .seconds(25)))
+                #expect(stuck.error?.code == .connectionLost, "\(stuck)")
+                #expect(stuck.latency < .seconds(15), "\(stuck.latency)")
+                fixture.simulator.setFaults(.init())
+                #expect(await fixture.client.send(fixture.push(token: 3)).isSent)
+                #expect(fixture.simulator.stats().connectionsOpened == 2)
+            }
+        }
+
         @Test func reconnectsToARefusingPortWithBackoffInsteadOfALoop() async throws {
             let port = try await Self.refusingPort()
             let key = P256.Signing.PrivateKey()

@@ -7,7 +7,7 @@ import Testing
 
 @testable import APNs
 
-/// The client's HTTP/2 (HTTP2Wire, shared with the simulator) against an independent server: nghttpd, the
+/// The client (on swift-nio-http2) against a second independent server besides the simulator: nghttpd, the
 /// reference server of nghttp2 (Debian `nghttp2-server`). nghttpd answers a POST with the file at its path
 /// (200) or 404, indexes its response headers in HPACK's dynamic table, announces 100 concurrent streams and
 /// checks every frame the client sends.

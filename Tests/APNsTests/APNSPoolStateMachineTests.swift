@@ -77,9 +77,11 @@ import Testing
         _ = machine.lease(now: .now(), actions: &actions)
         machine.connected(id: 1, connection: "c1", maxStreams: 10, actions: &actions)
         #expect(leaseID(machine.lease(now: .now(), actions: &actions)) == 1)
+        machine.answered(id: 1)
         actions = .init()
-        machine.goAway(id: 1, now: .now(), actions: &actions)
+        machine.draining(id: 1, error: APNSError(.connectFailed, "x"), now: .now(), backoff: { _ in .seconds(5) }, actions: &actions)
         #expect(actions.close.isEmpty)  // one stream still in flight: let it finish
+        #expect(actions.connect == [2])  // a connection that served is replaced at once, no backoff
 
         guard case .wait = machine.lease(now: .now(), actions: &actions) else { Issue.record("no new streams on a draining connection"); return }
         #expect(actions.connect == [2])
@@ -111,5 +113,57 @@ import Testing
         #expect(actions.close == ["c1"])
         if case .failure(let error)? = actions.resume.first?.1 { #expect(error.code == .shuttingDown) } else { Issue.record("waiter must fail") }
         guard case .fail = machine.lease(now: .now(), actions: &actions) else { Issue.record("no lease after shutdown"); return }
+    }
+
+    @Test func aConnectionTurnedAwayBeforeAnsweringCountsAsAFailedConnect() {
+        var machine = Machine(targetConnections: 1, maxQueued: 10)
+        var actions = Machine.Actions()
+        let now = NIODeadline.now()
+        _ = machine.lease(now: now, actions: &actions)
+        machine.connected(id: 1, connection: "c1", maxStreams: 10, actions: &actions)
+        #expect(leaseID(machine.lease(now: now, actions: &actions)) == 1)
+        // GOAWAY (last-stream-id 0, BadCertificateEnvironment) on the first request: nothing was ever answered.
+        let turnedAway = APNSError(.connectFailed, "GOAWAY", reason: .badCertificateEnvironment)
+        actions = .init()
+        machine.draining(id: 1, error: turnedAway, now: now, backoff: { _ in .seconds(5) }, actions: &actions)
+        #expect(actions.connect.isEmpty)
+        machine.release(connectionID: 1, actions: &actions)
+        machine.closed(id: 1, error: APNSError(.connectFailed, "closed"), now: now, backoff: { _ in .seconds(5) }, actions: &actions)
+        #expect(actions.connect.isEmpty)
+        // During the backoff: no reconnect, pushes fail fast with Apple's reason.
+        guard case .fail(let error) = machine.lease(now: now + .seconds(1), actions: &actions) else { Issue.record("expected fail"); return }
+        #expect(error.reason == .badCertificateEnvironment)
+        #expect(actions.connect.isEmpty)
+        #expect(machine.connectAttempts == 1)
+        guard case .wait = machine.lease(now: now + .seconds(6), actions: &actions) else { Issue.record("expected wait"); return }
+        #expect(actions.connect == [2])
+        // Only an answer resets the backoff: the second refusal backs off longer (failure count 2).
+        var asked: [Int] = []
+        machine.connected(id: 2, connection: "c2", maxStreams: 10, actions: &actions)
+        _ = machine.lease(now: now + .seconds(6), actions: &actions)
+        machine.draining(id: 2, error: turnedAway, now: now + .seconds(6), backoff: { asked.append($0); return .seconds(5) }, actions: &actions)
+        #expect(asked == [2])
+        machine.answered(id: 2)
+        guard case .wait = machine.lease(now: now + .seconds(7), actions: &actions) else { Issue.record("an answer ends the backoff"); return }
+    }
+
+    @Test func aConnectionClosedOrUnusedIsNotCountedAsAFailureAndAClosingOneIsNotLeased() {
+        var machine = Machine(targetConnections: 2, maxQueued: 10)
+        var actions = Machine.Actions()
+        _ = machine.lease(now: .now(), actions: &actions)
+        machine.connected(id: 1, connection: "c1", maxStreams: 10, actions: &actions)
+        machine.connected(id: 2, connection: "c2", maxStreams: 10, actions: &actions)
+        // c2 was never leased: the server closing it is not a failed connect.
+        actions = .init()
+        machine.closed(id: 2, error: APNSError(.connectFailed, "closed"), now: .now(), backoff: { _ in .seconds(60) }, actions: &actions)
+        guard case .leased(_, 1) = machine.lease(now: .now(), actions: &actions) else { Issue.record("c1 serves"); return }
+        #expect(actions.connect == [3])
+        machine.connected(id: 3, connection: "c3", maxStreams: 10, actions: &actions)
+        // c1 decides to close (a dead path): from then on every lease goes to c3.
+        machine.answered(id: 1)
+        machine.draining(id: 1, error: APNSError(.connectionLost, "no answer to PING"), now: .now(), backoff: { _ in .seconds(60) }, actions: &actions)
+        for _ in 0..<5 {
+            guard case .leased(_, 3) = machine.lease(now: .now(), actions: &actions) else { Issue.record("only c3 may be leased"); return }
+        }
     }
 }

@@ -11,7 +11,7 @@ import Testing
         ("BadCollapseId", 400, .requestInvalid), ("BadExpirationDate", 400, .requestInvalid),
         ("BadMessageId", 400, .requestInvalid), ("BadPriority", 400, .requestInvalid),
         ("BadTopic", 400, .requestInvalid), ("DuplicateHeaders", 400, .requestInvalid),
-        ("IdleTimeout", 400, .requestInvalid), ("InvalidPushType", 400, .requestInvalid),
+        ("IdleTimeout", 400, .retry), ("InvalidPushType", 400, .requestInvalid),
         ("MissingDeviceToken", 400, .requestInvalid), ("MissingTopic", 400, .requestInvalid),
         ("PayloadEmpty", 400, .requestInvalid), ("TopicDisallowed", 400, .requestInvalid),
         ("ExpiredProviderToken", 403, .renewTokenAndRetry),
@@ -75,6 +75,21 @@ import Testing
         #expect(APNSError(.payloadTooLarge, "x").isFatal)
         #expect(APNSError(.connectionLost, "x").wasNotSent == false)
         #expect(APNSError(.refusedStream, "x").wasNotSent)
+    }
+
+    @Test func aFailureWithAppleReasonFromAGoAwayTakesThatReasonAndItsDisposition() {
+        let wrongEnvironment = APNSOutcome(
+            error: APNSError(.refusedStream, "GOAWAY", reason: .badCertificateEnvironment), apnsID: nil, latency: .zero, attempts: 1)
+        #expect(wrongEnvironment.code == "BadCertificateEnvironment")
+        #expect(wrongEnvironment.reason == .badCertificateEnvironment)
+        #expect(wrongEnvironment.disposition == .credentialsInvalid)
+        #expect(wrongEnvironment.error?.wasNotSent == true)
+        #expect(wrongEnvironment.error?.isRetryable == false)
+        let shutdown = APNSOutcome(error: APNSError(.refusedStream, "GOAWAY", reason: .shutdown), apnsID: nil, latency: .zero, attempts: 16)
+        #expect(shutdown.disposition == .retry && shutdown.code == "Shutdown")
+        // An unknown reason is kept verbatim; the error code decides what to do.
+        let unknown = APNSOutcome(error: APNSError(.connectFailed, "GOAWAY", reason: .unknown("Brand")), apnsID: nil, latency: .zero, attempts: 1)
+        #expect(unknown.disposition == .retry && unknown.code == "Brand")
     }
 }
 

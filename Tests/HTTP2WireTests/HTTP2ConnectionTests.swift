@@ -1,4 +1,4 @@
-import HTTP2Wire
+@testable import HTTP2Wire
 import NIOCore
 import NIOHPACK
 import Testing
@@ -35,6 +35,7 @@ struct HTTP2ServerRoleTests {
         var closed: [UInt32] = []
         var admission = HTTP2Admission.accept
         var answer: ((UInt32) -> Void)?
+        var onClosed: ((UInt32) -> Void)?
 
         func http2StreamOpened(_ stream: UInt32, headers: HPACKHeaders) -> HTTP2Admission {
             opened[stream] = headers
@@ -51,6 +52,7 @@ struct HTTP2ServerRoleTests {
         }
 
         func http2StreamClosed(_ stream: UInt32, _ end: HTTP2StreamEnd) {
+            onClosed?(stream)
             closed.append(stream)
         }
     }
@@ -64,7 +66,7 @@ struct HTTP2ServerRoleTests {
 
         init(maxConcurrentStreams: Int = 100, streamWindow: Int = 1 << 20, connectionWindow: Int = 1 << 24) {
             framing = HTTP2Connection(
-                role: .server, allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, maxConcurrentStreams)],
+                allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, maxConcurrentStreams)],
                 streamWindow: streamWindow, connectionWindow: connectionWindow, maxHeaderListSize: 8192
             )
             framing.delegate = recorder
@@ -373,5 +375,40 @@ struct HTTP2ServerRoleTests {
         #expect(!peer.framing.wantsClose)
         peer.answer(3)
         #expect(peer.framing.wantsClose)
+    }
+
+    @Test("an answer sent from a stream-closed callback while flow control holds answers back is sent in full")
+    func answerSentWhileAnotherStreamCloses() throws {
+        let peer = Peer()
+        peer.connect(settings: [(0x4, 10)])  // the client's stream window: 10 bytes
+        peer.send(peer.headers(stream: 1, endStream: true) + peer.headers(stream: 3, endStream: true))
+        peer.recorder.onClosed = { stream in
+            if stream == 1 { peer.answer(3, body: String(repeating: "b", count: 20)) }
+        }
+        peer.answer(1, body: String(repeating: "a", count: 20))
+        #expect(peer.output().filter { $0.type == 0x0 }.map(\.payload.count) == [10])
+        // Credit for stream 1: the rest of its answer goes out, it closes, and the callback answers stream 3,
+        // which blocks after its first 10 bytes.
+        var frames = peer.send(Peer.windowUpdate(stream: 1, 10))
+        frames += peer.send(Peer.windowUpdate(stream: 3, 10))
+        #expect(frames.filter { $0.type == 0x0 && $0.stream == 3 }.map(\.payload.count).reduce(0, +) == 20)
+        #expect(peer.recorder.closed == [1, 3])
+    }
+
+    @Test("a frame reader fed reads that each end inside a frame holds only the unread bytes")
+    func readerDropsConsumedBytes() throws {
+        var reader = HTTP2Wire.FrameReader(allocator: ByteBufferAllocator())
+        let frame = Peer.frame(type: 0x0, flags: 0, stream: 1, payload: [UInt8](repeating: 7, count: 1_000))
+        let bytes = Array([[UInt8]](repeating: frame, count: 2_000).joined())
+        var frames = 0
+        var largest = 0
+        for start in stride(from: 0, to: bytes.count, by: 1_500) {  // every read ends inside a frame
+            reader.append(ByteBuffer(bytes: bytes[start..<min(start + 1_500, bytes.count)]))
+            while try reader.next() != nil { frames += 1 }
+            largest = max(largest, reader.retainedBytes)
+        }
+        #expect(frames == 2_000)
+        // Without discarding, the buffer would carry all 2 MB read so far.
+        #expect(largest < 4 * 1_024, "\(largest) bytes held")
     }
 }

@@ -6,7 +6,7 @@ import Testing
 
 /// Whatever bytes a peer sends, an ``HTTP2Connection`` answers with frames or a GOAWAY and never traps: valid
 /// exchanges mutated at random (bit flips, cut, repeated or shuffled frames, random lengths) and plain noise,
-/// in both roles, cut into random read sizes. Seeded, so a failure reproduces.
+/// cut into random read sizes. Seeded, so a failure reproduces.
 @Suite("HTTP/2 connection under random input")
 struct HTTP2RandomInputTests {
     final class Answering: HTTP2ConnectionDelegate {
@@ -16,24 +16,21 @@ struct HTTP2RandomInputTests {
         func http2StreamOpened(_ stream: UInt32, headers: HPACKHeaders) -> HTTP2Admission { stream % 7 == 0 ? .refuse : .accept }
         func http2Data(_ data: ByteBuffer, stream: UInt32) {}
         func http2RemoteEnded(_ stream: UInt32) {
-            guard let connection, connection.role == .server else { return }
-            connection.send(stream: stream, headers: [(":status", "200"), ("apns-id", "x")], body: stream % 3 == 0 ? ByteBuffer(string: "{}") : nil)
+            connection?.send(stream: stream, headers: [(":status", "200"), ("apns-id", "x")], body: stream % 3 == 0 ? ByteBuffer(string: "{}") : nil)
         }
         func http2StreamClosed(_ stream: UInt32, _ end: HTTP2StreamEnd) { closedStreams += 1 }
     }
 
     /// A plausible byte stream from a peer: frames of every type with mostly valid, sometimes odd fields.
-    static func plausibleFrames(role: HTTP2Connection.Role, using random: inout SplitMix) -> [UInt8] {
+    static func plausibleFrames(using random: inout SplitMix) -> [UInt8] {
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
-        var bytes = role == .server ? HTTP2Wire.clientPreface : []
+        var bytes = HTTP2Wire.clientPreface
         bytes += HTTP2ServerRoleTests.Peer.frame(type: 0x4, flags: 0, stream: 0, payload: HTTP2ServerRoleTests.Peer.settingsPayload([(0x4, 100), (0x1, 0)]))
         for _ in 0..<Int.random(in: 1...12, using: &random) {
             let stream = UInt32.random(in: 0...9, using: &random) | (Bool.random(using: &random) ? 1 : 0)
             switch Int.random(in: 0..<9, using: &random) {
             case 0, 1:
-                let headers: [(String, String)] = role == .server
-                    ? [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/ab"), ("apns-topic", "t")]
-                    : [(":status", ["200", "410", "100", "abc"].randomElement(using: &random)!), ("apns-id", "id")]
+                let headers: [(String, String)] = [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/ab"), ("apns-topic", "t")]
                 var block = ByteBuffer()
                 try? encoder.encode(headers: HPACKHeaders(headers), to: &block)
                 let flags = UInt8.random(in: 0...0x2d, using: &random) | 0x4
@@ -78,35 +75,27 @@ struct HTTP2RandomInputTests {
         return bytes
     }
 
-    @Test("8,000 random and mutated inputs, both roles: no trap, and a closed connection stays closed", arguments: [HTTP2Connection.Role.server, .client])
-    func randomInput(_ role: HTTP2Connection.Role) throws {
-        var random = SplitMix(state: role == .server ? 0x5eed : 0xc1e7)
+    @Test("8,000 random and mutated inputs: no trap, and a closed connection stays closed")
+    func randomInput() throws {
+        var random = SplitMix(state: 0x5eed)
         var closedByError = 0
-        for round in 0..<4_000 {
+        for round in 0..<8_000 {
             let delegate = Answering()
             let connection = HTTP2Connection(
-                role: role, allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, 4)],
+                allocator: ByteBufferAllocator(), settings: [(.maxConcurrentStreams, 4)],
                 streamWindow: Int.random(in: 10...70_000, using: &random), connectionWindow: 1 << 16, maxHeaderListSize: 1024
             )
             connection.delegate = delegate
             delegate.connection = connection
-            if role == .client {
-                for _ in 0..<Int.random(in: 0...5, using: &random) {
-                    _ = connection.openStream(headers: [(":method", "POST"), (":path", "/")], body: ByteBuffer(string: "0123456789"))
-                }
-            }
             var bytes = round % 5 == 4
                 ? (0..<Int.random(in: 0...200, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
-                : Self.plausibleFrames(role: role, using: &random)
+                : Self.plausibleFrames(using: &random)
             bytes = Self.mutate(bytes, using: &random)
             var offset = 0
             while offset < bytes.count {
                 let size = min(bytes.count - offset, Int.random(in: 1...64, using: &random))
                 connection.receive(ByteBuffer(bytes: bytes[offset..<offset + size]))
                 offset += size
-                if role == .client, Bool.random(using: &random), let stream = connection.openStream(headers: [(":method", "GET"), (":path", "/")], body: nil) {
-                    if Bool.random(using: &random) { connection.resetStream(stream, .cancel) }
-                }
             }
             _ = connection.takeOutput()
             if connection.wantsClose, connection.lastError != nil {
@@ -117,6 +106,6 @@ struct HTTP2RandomInputTests {
             }
         }
         // The generator must reach the error paths, not only the happy one.
-        #expect(closedByError > 250)
+        #expect(closedByError > 500)
     }
 }

@@ -1,4 +1,6 @@
 import NIOCore
+import NIOHPACK
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -16,7 +18,7 @@ final class APNSConnection: Sendable {
 
     /// Sends one request on a new stream: a response or why there is none (never throws, never hangs: the
     /// deadline, the stream's end and the connection's end all answer).
-    func execute(headers: [(name: String, value: String)], body: ByteBuffer, deadline: NIODeadline) async -> APNSStreamResult {
+    func execute(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) async -> APNSStreamResult {
         let loop = channel.eventLoop
         let handler = self.handler
         return await withUnsafeContinuation { completion in
@@ -26,6 +28,12 @@ final class APNSConnection: Sendable {
                 loop.execute { handler.value.submit(headers: headers, body: body, deadline: deadline, completion: completion) }
             }
         }
+    }
+
+    /// Sends GOAWAY, lets the streams in flight finish, then closes (the server said `IdleTimeout`).
+    func retire() {
+        let handler = self.handler
+        channel.eventLoop.execute { handler.value.retireOnRequest() }
     }
 
     /// Closes the connection (in-flight streams end with `connectionLost`).
@@ -55,13 +63,22 @@ final class APNSConnection: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    let handler = APNSConnectionHandler(
+                        id: id, maxStreamsCap: configuration.maxStreamsPerConnection, firstStreamID: configuration.firstStreamID,
+                        pingInterval: .nanoseconds(configuration.pingInterval.nanoseconds),
+                        pingTimeout: .nanoseconds(configuration.pingTimeout.nanoseconds),
+                        inFlightReadTimeout: .nanoseconds(configuration.inFlightReadTimeout.nanoseconds),
+                        delegate: delegate, ready: ready)
+                    let http2 = http2Configuration(configuration)
                     try sync.addHandler(NIOSSLClientHandler(context: tlsContext, serverHostname: sniHost))
+                    try sync.addHandler(APNSFlushCoalescingHandler())
+                    // Frame mode: no stream multiplexer, so no child channel per request; the handler keeps the
+                    // streams itself and sees every frame NIO writes (its own resets and GOAWAYs included).
                     try sync.addHandler(
-                        APNSConnectionHandler(
-                            id: id, maxStreamsCap: configuration.maxStreamsPerConnection, firstStreamID: configuration.firstStreamID,
-                            pingInterval: .nanoseconds(configuration.pingInterval.nanoseconds),
-                            pingTimeout: .nanoseconds(configuration.pingTimeout.nanoseconds),
-                            delegate: delegate, ready: ready))
+                        NIOHTTP2Handler(
+                            mode: .client, frameDelegate: handler, connectionConfiguration: http2.connection,
+                            streamConfiguration: http2.stream))
+                    try sync.addHandler(handler)
                 }
             }
         let connected = bootstrap.connect(host: endpoint.host, port: endpoint.port)
@@ -78,6 +95,46 @@ final class APNSConnection: Sendable {
         }
         return result.futureResult
     }
+
+    /// NIO's HTTP/2 settings for a client of one trusted server.
+    ///
+    /// NIO's defaults protect a server from untrusted clients. Applied to a client they make it close its own
+    /// connection to APNs (ENHANCE_YOUR_CALM) on ordinary server behaviour, losing every push in flight on it:
+    /// - more than 200 SETTINGS or PINGs in 30 s (a server that changes its stream limit often, e.g. after every
+    ///   rejected push) or 200 RST_STREAMs in 30 s (a server refusing bursts of streams);
+    /// - 200 stream errors in 30 s, or 200 over the connection's whole life ("glitches": a few malformed answers
+    ///   a day on a connection that lives for weeks);
+    /// - a second empty DATA frame in a row;
+    /// - only the last 32 streams we reset are remembered: a late answer to any other stream we cancelled on its
+    ///   deadline is a connection error (STREAM_CLOSED).
+    /// The server is APNs, authenticated by TLS, so the rate limits are set where only a peer sending nothing
+    /// else could reach them, and the reset memory covers several deadlines' worth of streams.
+    static func http2Configuration(
+        _ configuration: APNSClientConfiguration
+    ) -> (connection: NIOHTTP2Handler.ConnectionConfiguration, stream: NIOHTTP2Handler.StreamConfiguration) {
+        let streams = max(configuration.maxStreamsPerConnection, APNSConnectionHandler.defaultMaxStreams)
+        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+        connection.initialSettings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: HPACKDecoder.defaultMaxHeaderListSize),
+        ]
+        connection.maximumRecentlyResetStreams = streams * 4
+        connection.maximumConnectionGlitches = 1 << 40
+        connection.maximumSequentialEmptyDataFrames = 100
+        connection.controlFrameRateLimit.maximumCount = floodLimit.count
+        connection.controlFrameRateLimit.windowLength = floodLimit.window
+        var stream = NIOHTTP2Handler.StreamConfiguration()
+        stream.streamResetFrameRateLimit.maximumCount = floodLimit.count
+        stream.streamResetFrameRateLimit.windowLength = floodLimit.window
+        stream.streamErrorRateLimit.maximumCount = floodLimit.count
+        stream.streamErrorRateLimit.windowLength = floodLimit.window
+        return (connection, stream)
+    }
+
+    /// Over 10,000 frames of one kind within 100 ms (100,000 a second). NIO keeps one timestamp per frame in the
+    /// window, so a short window keeps that memory small.
+    static let floodLimit = (count: 10_000, window: TimeAmount.milliseconds(100))
 
     private static func isIPAddress(_ host: String) -> Bool {
         (try? SocketAddress(ipAddress: host, port: 0)) != nil

@@ -24,13 +24,15 @@ public struct APNSError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The connection closed after the request was sent and before its response: it may have been delivered.
         public static let connectionLost = Code(rawValue: "connection-lost")
         /// The server refused the stream (REFUSED_STREAM or above GOAWAY's last stream id) and the
-        /// deadline left no time for another attempt. The push was not processed.
+        /// deadline left no time for another attempt. The push was not processed. (When the GOAWAY carried a
+        /// reason, the outcome has that reason and its disposition.)
         public static let refusedStream = Code(rawValue: "refused-stream")
         /// The server reset the stream with an error code other than REFUSED_STREAM.
         public static let streamReset = Code(rawValue: "stream-reset")
         /// TLS failed (handshake, certificate verification, ALPN without h2).
         public static let tlsFailure = Code(rawValue: "tls-failure")
-        /// TCP connect or the HTTP/2 preface failed (DNS, refused, unreachable, connect timeout).
+        /// TCP connect or the HTTP/2 preface failed (DNS, refused, unreachable, connect timeout), or APNs closed
+        /// the connection before answering any request on it (then with its reason, if it gave one).
         public static let connectFailed = Code(rawValue: "connect-failed")
         /// Too many requests already wait for a stream on this pool.
         public static let queueFull = Code(rawValue: "queue-full")
@@ -46,20 +48,30 @@ public struct APNSError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: Code
     /// Human-readable detail (never contains a full device token or secret).
     public var message: String
+    /// Apple's reason when APNs gave one without an HTTP answer: in the debug data of the GOAWAY that closed the
+    /// connection (`{"reason":"BadCertificateEnvironment"}`). A known reason decides the disposition.
+    public internal(set) var reason: APNSReason?
 
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
+    init(_ code: Code, _ message: String, reason: APNSReason?) {
+        self.code = code
+        self.message = message
+        self.reason = reason
+    }
+
     /// Whether the same push may succeed when tried again later.
     public var isRetryable: Bool {
+        if let reason, let disposition = APNSDisposition.classify(reason: reason) { return disposition.isRetryable }
         switch code {
         case .timeout, .queueTimeout, .connectionLost, .refusedStream, .streamReset, .tlsFailure, .connectFailed,
             .queueFull, .protocolError:
-            true
+            return true
         default:
-            false
+            return false
         }
     }
 
@@ -81,9 +93,12 @@ public struct APNSError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The disposition a caller should apply.
     public var disposition: APNSDisposition {
+        if let reason, let disposition = APNSDisposition.classify(reason: reason) { return disposition }
         if isRetryable { return .retry }
         return .requestInvalid
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
+    public var description: String {
+        reason.map { "\(code.rawValue) (\($0.rawValue)): \(message)" } ?? "\(code.rawValue): \(message)"
+    }
 }

@@ -6,7 +6,8 @@ import Foundation
 public struct APNSOutcome: Sendable, CustomStringConvertible {
     /// HTTP status from APNs, `nil` when no response was received (see ``error``).
     public var status: Int?
-    /// The reason from an error response body, verbatim if unknown.
+    /// The reason from an error response body, or from the GOAWAY that ended the push's connection, verbatim
+    /// if unknown.
     public var reason: APNSReason?
     /// The failure when there is no HTTP response (validation, timeout, connection lost, ...).
     public var error: APNSError?
@@ -39,10 +40,10 @@ public struct APNSOutcome: Sendable, CustomStringConvertible {
         self.disposition = APNSDisposition.classify(status: status, reason: reason)
     }
 
-    /// Builds an outcome for a failure without an HTTP response.
+    /// Builds an outcome for a failure without an HTTP response (with Apple's reason when the error has one).
     public init(error: APNSError, apnsID: String?, latency: Duration, attempts: Int) {
         self.status = nil
-        self.reason = nil
+        self.reason = error.reason
         self.error = error
         self.apnsID = apnsID
         self.uniqueID = nil
@@ -57,8 +58,8 @@ public struct APNSOutcome: Sendable, CustomStringConvertible {
 
     /// A stable short code for metrics and logs: `sent`, the APNs reason, or the error code.
     public var code: String {
-        if let error { return error.code.rawValue }
         if let reason { return reason.rawValue }
+        if let error { return error.code.rawValue }
         if let status { return status == 200 ? "sent" : "http-\(status)" }
         return "unknown"
     }

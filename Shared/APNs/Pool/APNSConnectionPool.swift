@@ -1,6 +1,5 @@
 import Logging
 import NIOCore
-import HTTP2Wire
 import NIOSSL
 import Synchronization
 import Locking
@@ -80,6 +79,16 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         return result.map { Lease(connection: $0.0, connectionID: $0.1) }
     }
 
+    /// Stops leasing the connection and retires it gracefully (the server answered `IdleTimeout`).
+    func retire(_ lease: Lease) {
+        let actions = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            machine.retire(id: lease.connectionID, now: .now(), actions: &actions)
+            return actions
+        }
+        run(actions)
+    }
+
     /// Returns a stream slot.
     func release(_ lease: Lease) {
         let actions = state.withLock { machine in
@@ -122,16 +131,25 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         run(actions)
     }
 
-    func connectionGoAway(id: Int, lastStreamID: UInt32, errorCode: HTTP2Wire.ErrorCode, reason: String?) {
-        logger.info(
-            "APNs sent GOAWAY",
-            metadata: [
-                "apns.connection": "\(id)", "apns.last_stream": "\(lastStreamID)",
-                "apns.error_code": "\(errorCode)", "apns.reason": "\(reason ?? "-")",
-            ])
+    func connectionAnswered(id: Int) {
+        state.withLock { $0.answered(id: id) }
+    }
+
+    func connectionDraining(id: Int, goAway: APNSGoAway?, error: APNSError?) {
+        if let goAway {
+            logger.info(
+                "APNs sent GOAWAY",
+                metadata: [
+                    "apns.connection": "\(id)", "apns.last_stream": "\(goAway.lastStreamID)",
+                    "apns.error_code": "\(goAway.errorCode)", "apns.reason": "\(goAway.reason ?? "-")",
+                ])
+        } else if let error {
+            logger.info("closing an APNs connection", metadata: ["apns.connection": "\(id)", "apns.error": "\(error)"])
+        }
+        let cause = error ?? Self.turnedAway(goAway)
         let actions = state.withLock { machine in
             var actions = StateMachine.Actions()
-            machine.goAway(id: id, now: .now(), actions: &actions)
+            machine.draining(id: id, error: cause, now: .now(), backoff: backoffDelay(failures:), actions: &actions)
             return actions
         }
         run(actions)
@@ -141,10 +159,21 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         logger.debug("APNs connection closed", metadata: ["apns.connection": "\(id)", "apns.error": "\(error.map { "\($0)" } ?? "-")"])
         let actions = state.withLock { machine in
             var actions = StateMachine.Actions()
-            machine.closed(id: id, now: .now(), actions: &actions)
+            machine.closed(id: id, error: error ?? Self.turnedAway(nil), now: .now(), backoff: backoffDelay(failures:), actions: &actions)
             return actions
         }
         run(actions)
+    }
+
+    /// What a connection that APNs closed before answering anything on it counts as: a failed connect, with
+    /// Apple's reason when the GOAWAY gave one (pushes failing fast meanwhile then carry that reason).
+    static func turnedAway(_ goAway: APNSGoAway?) -> APNSError {
+        guard let goAway else {
+            return APNSError(.connectFailed, "APNs closed the connection before answering a request")
+        }
+        return APNSError(
+            .connectFailed, "APNs sent GOAWAY (\(goAway.errorCode), \(goAway.reason ?? "no reason")) before answering a request",
+            reason: goAway.reason.map(APNSReason.init(rawValue:)))
     }
 
     // MARK: - Actions
@@ -156,6 +185,9 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         }
         for connection in actions.close {
             connection.channel.close(promise: nil)
+        }
+        for connection in actions.retire {
+            connection.retire()
         }
         for id in actions.connect {
             startConnecting(id: id)
@@ -180,10 +212,9 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
             case .failure(let error):
                 let error = APNSConnectionHandler.classify(error)
                 logger.warning("connecting to APNs failed", metadata: ["apns.connection": "\(id)", "apns.error": "\(error)"])
-                let delay = backoffDelay(failures:)
                 actions = state.withLock { machine in
                     var actions = StateMachine.Actions()
-                    machine.connectFailed(id: id, error: error, now: .now(), backoff: delay, actions: &actions)
+                    machine.connectFailed(id: id, error: error, now: .now(), backoff: backoffDelay(failures:), actions: &actions)
                     return actions
                 }
             }

@@ -19,6 +19,10 @@ struct APNSPoolStateMachine<Connection, Waiter> {
         var state: ConnectionState
         var maxStreams: Int
         var inUse: Int
+        /// A request was handed to it.
+        var leased = false
+        /// It answered a request: the server accepts this client.
+        var answered = false
     }
 
     enum LeaseDecision {
@@ -32,8 +36,10 @@ struct APNSPoolStateMachine<Connection, Waiter> {
         var connect: [Int] = []
         var resume: [(Waiter, Result<(Connection, Int), APNSError>)] = []
         var close: [Connection] = []
+        /// Connections to retire gracefully (GOAWAY, finish the streams in flight, close).
+        var retire: [Connection] = []
 
-        var isEmpty: Bool { connect.isEmpty && resume.isEmpty && close.isEmpty }
+        var isEmpty: Bool { connect.isEmpty && resume.isEmpty && close.isEmpty && retire.isEmpty }
     }
 
     let targetConnections: Int
@@ -108,8 +114,8 @@ struct APNSPoolStateMachine<Connection, Waiter> {
             actions.close.append(connection)
             return
         }
-        consecutiveFailures = 0
-        backoffUntil = nil
+        // Reconnect backoff resets only once the server answers on it (`answered`): APNs turns a certificate for
+        // the wrong environment away after the handshake, on the first request.
         lastConnectError = nil
         entries[index].connection = connection
         if isShutdown {
@@ -125,13 +131,16 @@ struct APNSPoolStateMachine<Connection, Waiter> {
     /// - Parameter backoff: the delay before the next attempt, computed by the caller from `failures`.
     mutating func connectFailed(id: Int, error: APNSError, now: NIODeadline, backoff: (Int) -> TimeAmount, actions: inout Actions) {
         entries.removeAll { $0.id == id }
-        consecutiveFailures += 1
-        lastConnectError = error
-        backoffUntil = now + backoff(consecutiveFailures)
-        if !hasLiveConnection {
-            // Nobody can serve the queue soon: fail it now with the real cause rather than at the deadline.
-            failAllWaiters(error, actions: &actions)
-        }
+        recordFailure(error, now: now, backoff: backoff, actions: &actions)
+    }
+
+    /// The connection answered its first request.
+    mutating func answered(id: Int) {
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
+        entries[index].answered = true
+        consecutiveFailures = 0
+        backoffUntil = nil
+        lastConnectError = nil
     }
 
     mutating func maxStreamsChanged(id: Int, maxStreams: Int, actions: inout Actions) {
@@ -140,18 +149,40 @@ struct APNSPoolStateMachine<Connection, Waiter> {
         serveWaiters(actions: &actions)
     }
 
-    mutating func goAway(id: Int, now: NIODeadline, actions: inout Actions) {
-        guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
+    /// The connection takes no new streams (GOAWAY either way, or it is closing after an error): it is never
+    /// leased again, and closes once its streams are done. Turned away before it answered anything, it counts
+    /// as a failed connect (`error`) for the reconnect backoff.
+    mutating func draining(id: Int, error: APNSError, now: NIODeadline, backoff: (Int) -> TimeAmount, actions: inout Actions) {
+        guard let index = entries.firstIndex(where: { $0.id == id }), entries[index].state != .draining else { return }
         entries[index].state = .draining
         if entries[index].inUse == 0, let connection = entries[index].connection {
             actions.close.append(connection)
         }
-        if !waiters.isEmpty { ensureConnections(now: now, actions: &actions) }
+        if entries[index].leased, !entries[index].answered {
+            recordFailure(error, now: now, backoff: backoff, actions: &actions)
+        }
+        // Replace a connection that served, at once (the next push should not pay for the handshake); the
+        // connection that never answered is replaced when demand and the backoff allow.
+        if !waiters.isEmpty || entries[index].answered { ensureConnections(now: now, actions: &actions) }
     }
 
-    mutating func closed(id: Int, now: NIODeadline, actions: inout Actions) {
-        entries.removeAll { $0.id == id }
-        if !waiters.isEmpty {
+    /// Retires a connection on the caller's behalf (the server answered `IdleTimeout`).
+    mutating func retire(id: Int, now: NIODeadline, actions: inout Actions) {
+        guard let index = entries.firstIndex(where: { $0.id == id }), entries[index].state == .ready,
+            let connection = entries[index].connection
+        else { return }
+        entries[index].state = .draining
+        actions.retire.append(connection)
+        ensureConnections(now: now, actions: &actions)
+    }
+
+    mutating func closed(id: Int, error: APNSError, now: NIODeadline, backoff: (Int) -> TimeAmount, actions: inout Actions) {
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { return }
+        let entry = entries.remove(at: index)
+        if entry.state != .draining, entry.leased, !entry.answered {
+            recordFailure(error, now: now, backoff: backoff, actions: &actions)
+        }
+        if !waiters.isEmpty || entry.answered {
             ensureConnections(now: now, actions: &actions)
             if !hasLiveConnection, let lastConnectError { failAllWaiters(lastConnectError, actions: &actions) }
         }
@@ -179,7 +210,18 @@ struct APNSPoolStateMachine<Connection, Waiter> {
         }
         guard let best, let connection = entries[best].connection else { return nil }
         entries[best].inUse += 1
+        entries[best].leased = true
         return .leased(connection, id: entries[best].id)
+    }
+
+    /// A connect failed, or a connection was turned away before it answered: back off before the next attempt
+    /// (exponential, `backoff` computes it from the count), and while no connection is left fail the queue now
+    /// with the real cause rather than at the deadline.
+    private mutating func recordFailure(_ error: APNSError, now: NIODeadline, backoff: (Int) -> TimeAmount, actions: inout Actions) {
+        consecutiveFailures += 1
+        lastConnectError = error
+        backoffUntil = now + backoff(consecutiveFailures)
+        if !hasLiveConnection { failAllWaiters(error, actions: &actions) }
     }
 
     private mutating func ensureConnections(now: NIODeadline, actions: inout Actions) {
