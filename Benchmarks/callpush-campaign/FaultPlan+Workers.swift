@@ -1,0 +1,102 @@
+import CallContract
+import Foundation
+import Kafka
+
+/// Worker faults: the rolling restart, with a producer fatal error and a slow assignment on two
+/// of its steps.
+extension FaultPlan {
+    /// The rolling restart, then (every worker having started since the cancels) the DLQ replay.
+    func rollingRestartThenReplay(cycle: Int) async {
+        await step("rolling restart of every worker (SIGTERM, new run with a new identity, one after another)") {
+            try await self.rollingRestart()
+        }
+        await step("replay the doomed calls from the DLQ (callpush replay) after their cancels and the restart") {
+            try await self.replayDoomed(cycle: cycle)
+        }
+    }
+
+    /// What a Deployment rollout with `maxUnavailable: 1, maxSurge: 0` does: for each worker in
+    /// turn, SIGTERM (it drains, commits and leaves the group), wait for its exit, start its
+    /// replacement (new worker id, new group member), wait until the replacement is ready.
+    private func rollingRestart() async throws {
+        let began = ContinuousClock.now
+        for index in stack.workerPorts.indices {
+            let name = Stack.workerName(index)
+            await scrapeEvictions(slot: index)
+            let exit = await stack.current(name)?.stop(timeout: .seconds(40))
+            if exit != .status(0) { note("\(name) ended with \(exit.map { "\($0)" } ?? "no exit") after SIGTERM") }
+            var leaderless: Task<Void, Never>?
+            switch index {
+            case 0:
+                // The next InitProducerId is the replacement's idempotent producer starting: fatal.
+                try stack.cluster.pushRequestErrors(apiKey: .initProducerID, errors: ["CLUSTER_AUTHORIZATION_FAILED"])
+                recordInjection("status producer fatal error (InitProducerId CLUSTER_AUTHORIZATION_FAILED) for \(name)'s replacement")
+            case 1:
+                leaderless = try takeStatusLeaders()
+            default:
+                break
+            }
+            let started = ContinuousClock.now
+            let identity = try stack.startWorker(index)
+            do {
+                try await stack.waitForWorker(index, timeout: .seconds(90))
+                note("\(identity) ready \(String(format: "%.1f", (ContinuousClock.now - started).seconds)) s after its start")
+            } catch {
+                problem("rolling restart: \(identity) not ready: \(error)")
+            }
+            if index == 0 { await checkProducerReplaced(identity) }
+            await leaderless?.value
+            if leaderless != nil { checkSlowRebuild(identity) }
+        }
+        note("rolling restart took \(String(format: "%.1f", (ContinuousClock.now - began).seconds)) s")
+    }
+
+    /// Takes the leaders of the odd status partitions away now and gives them back after
+    /// ``leaderlessHold``: the dedupe rebuilds of the assignments meanwhile wait for them. Every
+    /// range the eager `range` assignor hands out to two or three members holds an odd partition,
+    /// so whichever partitions the replacement gets, its assignment is slow.
+    private func takeStatusLeaders() throws -> Task<Void, Never> {
+        let partitions = (0..<Int32(Stack.partitions)).filter { $0 % 2 == 1 }
+        for partition in partitions {
+            try stack.cluster.setPartitionLeader(topic: Topics.status, partition: partition, broker: -1)
+        }
+        recordInjection("slow assignment: status partitions \(partitions) without a leader for \(Self.leaderlessHold) around a replacement")
+        return Task {
+            try? await Task.sleep(for: Self.leaderlessHold)
+            for partition in partitions {
+                do {
+                    try stack.cluster.setPartitionLeader(topic: Topics.status, partition: partition, broker: Stack.pinnedLeader(partition))
+                } catch {
+                    problem("could not give status partition \(partition) its leader back: \(error)")
+                }
+            }
+        }
+    }
+
+    /// The slow-assignment fault took effect when the replacement's first dedupe rebuild waited.
+    private func checkSlowRebuild(_ identity: String) {
+        let log = String(decoding: FileManager.default.contents(atPath: "\(stack.files.directory)/\(identity).log") ?? Data(), as: UTF8.self)
+        guard let line = log.split(separator: "\n").first(where: { $0.contains("dedupe rebuilt from status history") }),
+              let range = line.range(of: "duration.ms="), let ms = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
+            problem("\(identity)'s log shows no dedupe rebuild")
+            return
+        }
+        if ms < 1_000 { problem("\(identity)'s first dedupe rebuild took \(ms) ms: the slow assignment did not slow it") }
+        note("\(identity): its first dedupe rebuild waited \(ms) ms for the status leaders")
+    }
+
+    /// The producer fault took effect when the replacement's log says its producer was replaced.
+    private func checkProducerReplaced(_ identity: String) async {
+        let path = "\(stack.files.directory)/\(identity).log"
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let log = FileManager.default.contents(atPath: path),
+               String(decoding: log, as: UTF8.self).contains("kafka producer client hit a fatal error; replaced it") {
+                note("\(identity): its producer hit the fatal error and replaced its client")
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+        problem("\(identity)'s log shows no producer replacement: the InitProducerId error went to another client")
+    }
+}
