@@ -74,7 +74,7 @@ struct FaultCampaign: AsyncParsableCommand {
             for call in snapshot where verdict.lostCallIDs.contains(call.callId) {
                 say("  lost call \(call.callId): requested at \(call.wallClock), answered \(call.answer)")
             }
-            verdict.checkPushes(pushes, calls: snapshot, killTimes: plan.killTimes, cancels: load.cancelAccepted,
+            verdict.checkPushes(pushes, calls: snapshot, collector: collector, killTimes: plan.killTimes, cancels: load.cancelAccepted,
                                 apnsWindows: await plan.simulator.windows)
             verdict.invalid = invalid.count
             verdict.missingFromDLQ = InvalidEvents.missing(invalid, from: collector.deadLetters).map { "\($0.key)" }

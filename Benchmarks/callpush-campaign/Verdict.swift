@@ -173,14 +173,15 @@ struct Verdict: Sendable {
 
     /// Counts pushes per device token at the simulator; a second push for a token is a duplicate.
     /// Every worker run signs with its own key, so the JWT's `kid` tells which run pushed:
-    /// the same run twice within 10 s is a retry after a lost answer (timeout, dropped connection
-    /// after APNs accepted), later a redelivery to the same run; two runs is a redelivery whose
+    /// the same run twice is a retry after a lost answer (timeout, dropped connection after APNs
+    /// accepted) when the delivery has a `retrying` status without an APNs answer, else a
+    /// redelivery to the same run; two runs is a redelivery whose
     /// first `sent` was not durable or not known to the new owner (after a SIGKILL, or after a
     /// partition moved in a rebalance).
     ///
     /// Also: pushes after an accepted cancel (`rung_after_cancel`) and the longest POST → push of
     /// the regular calls outside the windows of the simulator's faults (`max_ring_ms`).
-    mutating func checkPushes(_ pushes: [SimulatorPush], calls: [CallLoad.Call], killTimes: [Date],
+    mutating func checkPushes(_ pushes: [SimulatorPush], calls: [CallLoad.Call], collector: OutcomeCollector, killTimes: [Date],
                               cancels: [String: Date], apnsWindows: [SimulatorFaults.Window]) {
         var known = Set<String>()
         for call in calls { known.formUnion(call.devices.keys) }
@@ -189,15 +190,16 @@ struct Verdict: Sendable {
         for (token, list) in byToken where list.count > 1 {
             let sorted = list.sorted { $0.receivedAt < $1.receivedAt }
             duplicates += list.count - 1
+            let statuses = collector.statuses(callId: callOfToken[token] ?? "", deviceKey: DeviceKey.make(token: token))
             duplicateDetails.append("\(callOfToken[token] ?? "?")/\(DeviceKey.make(token: token).prefix(8)): pushed at "
-                                    + sorted.map { "\(SimulatorPush.timeFormat($0.receivedAt)) by \($0.signingKey)" }.joined(separator: ", "))
+                                    + sorted.map { "\(SimulatorPush.timeFormat($0.receivedAt)) by \($0.signingKey)" }.joined(separator: ", ")
+                                    + "; statuses [\(Self.history(statuses))]")
+            // The worker retries an attempt that got no answer (timeout, connection lost, stream reset).
+            let answerLost = statuses.contains { $0.state == .retrying && $0.apns?.status == nil }
             for (earlier, later) in zip(sorted, sorted.dropFirst()) {
                 let cause: String
                 if earlier.signingKey == later.signingKey {
-                    // A retry after a lost answer comes within the attempt timeout plus a back-off;
-                    // much later, the same run was handed the event again and did not know it.
-                    cause = later.receivedAt.timeIntervalSince(earlier.receivedAt) <= 10
-                        ? "same-worker-retry-after-lost-answer" : "same-worker-redelivery"
+                    cause = answerLost ? "same-worker-retry-after-lost-answer" : "same-worker-redelivery"
                 } else if killTimes.contains(where: { $0 >= earlier.receivedAt.addingTimeInterval(-1) && $0 <= later.receivedAt }) {
                     cause = "other-worker-after-sigkill"
                 } else {
