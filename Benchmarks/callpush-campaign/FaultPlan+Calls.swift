@@ -68,23 +68,12 @@ extension FaultPlan {
     /// When the workers suspended the app's sandbox pushes (from their logs: the suspension is
     /// logged at `error` with its environment and end): the mismatched devices' fault took effect.
     func sandboxSuspensions() -> [ClosedRange<Date>] {
-        let logTime = DateFormatter()
-        logTime.dateFormat = "yyyy-MM-dd'T'HH:mm:ssZ"
-        logTime.locale = Locale(identifier: "en_US_POSIX")
         let until = ISO8601DateFormatter()
         until.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let directory = stack.files.directory
-        let logs = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasPrefix("push-worker") && $0.hasSuffix(".log") } ?? []
-        var windows: [ClosedRange<Date>] = []
-        for name in logs {
-            let text = String(decoding: FileManager.default.contents(atPath: "\(directory)/\(name)") ?? Data(), as: UTF8.self)
-            for line in text.split(separator: "\n") where line.contains("apns.environment=sandbox") && line.contains("its pushes are suspended") {
-                guard let from = line.split(separator: " ").first.flatMap({ logTime.date(from: String($0)) }),
-                      let range = line.range(of: "suspended.until="),
-                      let to = until.date(from: String(line[range.upperBound...].prefix { $0 != " " })), to >= from else { continue }
-                windows.append(from...to)
-            }
+        return stack.workerLogLines(containing: "its pushes are suspended").compactMap { line in
+            guard line.value("apns.environment") == "sandbox", let end = line.value("suspended.until").flatMap({ until.date(from: String($0)) }),
+                  end >= line.at else { return nil }
+            return line.at...end
         }
-        return windows
     }
 }

@@ -55,7 +55,7 @@ extension FaultPlan {
     /// Takes the leaders of the odd status partitions away now and gives them back after
     /// ``leaderlessHold``: the dedupe rebuilds of the assignments meanwhile wait for them. Every
     /// range the eager `range` assignor hands out to two or three members holds an odd partition,
-    /// so whichever partitions the replacement gets, its assignment is slow.
+    /// so every assignment meanwhile waits.
     private func takeStatusLeaders() throws -> Task<Void, Never> {
         let partitions = (0..<Int32(Stack.partitions)).filter { $0 % 2 == 1 }
         for partition in partitions {
@@ -78,34 +78,22 @@ extension FaultPlan {
     /// leaders: the survivors' (the partitions move to them when the worker leaves) or the
     /// replacement's (when it joins).
     private func checkSlowRebuilds(since: Date) {
-        let logTime = DateFormatter()
-        logTime.dateFormat = "yyyy-MM-dd'T'HH:mm:ssZ"
-        logTime.locale = Locale(identifier: "en_US_POSIX")
-        let directory = stack.files.directory
-        let logs = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasPrefix("push-worker") && $0.hasSuffix(".log") } ?? []
-        var slowest: (ms: Int, identity: String)?
-        for name in logs {
-            let text = String(decoding: FileManager.default.contents(atPath: "\(directory)/\(name)") ?? Data(), as: UTF8.self)
-            for line in text.split(separator: "\n") where line.contains("dedupe rebuilt from status history") {
-                guard let at = line.split(separator: " ").first.flatMap({ logTime.date(from: String($0)) }), at >= since.addingTimeInterval(-1),
-                      let range = line.range(of: "duration.ms="), let ms = Int(line[range.upperBound...].prefix { $0.isNumber }) else { continue }
-                if ms > slowest?.ms ?? -1 { slowest = (ms, String(name.dropLast(4))) }
-            }
+        let rebuilds = stack.workerLogLines(containing: "dedupe rebuilt from status history").compactMap { line -> (ms: Int, run: String)? in
+            guard line.at >= since.addingTimeInterval(-1), let ms = line.value("duration.ms").flatMap({ Int($0) }) else { return nil }
+            return (ms, line.run)
         }
-        guard let slowest, slowest.ms >= 1_000 else {
-            problem("no dedupe rebuild waited for the status leaders (slowest since: \(slowest.map { "\($0.ms) ms" } ?? "none"))")
+        guard let slowest = rebuilds.max(by: { $0.ms < $1.ms }), slowest.ms >= 1_000 else {
+            problem("no dedupe rebuild waited for the status leaders (slowest since: \(rebuilds.map(\.ms).max().map { "\($0) ms" } ?? "none"))")
             return
         }
-        note("slowest dedupe rebuild while the status leaders were away: \(slowest.ms) ms (\(slowest.identity))")
+        note("slowest dedupe rebuild while the status leaders were away: \(slowest.ms) ms (\(slowest.run))")
     }
 
     /// The producer fault took effect when the replacement's log says its producer was replaced.
     private func checkProducerReplaced(_ identity: String) async {
-        let path = "\(stack.files.directory)/\(identity).log"
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            if let log = FileManager.default.contents(atPath: path),
-               String(decoding: log, as: UTF8.self).contains("kafka producer client hit a fatal error; replaced it") {
+            if stack.workerLogLines(containing: "kafka producer client hit a fatal error; replaced it").contains(where: { $0.run == identity }) {
                 note("\(identity): its producer hit the fatal error and replaced its client")
                 return
             }

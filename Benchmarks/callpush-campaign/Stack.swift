@@ -153,6 +153,37 @@ final class Stack: Sendable {
         return total
     }
 
+    /// One line of a worker run's log.
+    struct WorkerLogLine {
+        /// The line's timestamp (the logger writes whole seconds).
+        var at: Date
+        /// The run's identity (its log file's name).
+        var run: String
+        var text: Substring
+
+        /// The value of `key=` in the line (up to the next space).
+        func value(_ key: String) -> Substring? {
+            guard let range = text.range(of: key + "=") else { return nil }
+            return text[range.upperBound...].prefix { $0 != " " }
+        }
+    }
+
+    /// The lines of every worker run's log that contain `marker`.
+    func workerLogLines(containing marker: String) -> [WorkerLogLine] {
+        let logTime = DateFormatter()
+        logTime.dateFormat = "yyyy-MM-dd'T'HH:mm:ssZ"
+        logTime.locale = Locale(identifier: "en_US_POSIX")
+        let directory = files.directory
+        let logs = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasPrefix("push-worker") && $0.hasSuffix(".log") } ?? []
+        return logs.flatMap { name -> [WorkerLogLine] in
+            let text = String(decoding: FileManager.default.contents(atPath: "\(directory)/\(name)") ?? Data(), as: UTF8.self)
+            return text.split(separator: "\n").compactMap { line in
+                guard line.contains(marker), let at = line.split(separator: " ").first.flatMap({ logTime.date(from: String($0)) }) else { return nil }
+                return WorkerLogLine(at: at, run: String(name.dropLast(4)), text: line)
+            }
+        }
+    }
+
     /// The latest run of `name`.
     func current(_ name: String) -> ChildProcess? { runs.withLock { $0[name]?.last } }
     /// Every run of every child.
