@@ -47,7 +47,7 @@ extension FaultPlan {
             }
             if index == 0 { await checkProducerReplaced(identity) }
             await leaderless?.value
-            if leaderless != nil { checkSlowRebuilds(since: leaderlessFrom) }
+            if leaderless != nil { await checkSlowRebuilds(since: leaderlessFrom) }
         }
         note("rolling restart took \(String(format: "%.1f", (ContinuousClock.now - began).seconds)) s")
     }
@@ -77,16 +77,22 @@ extension FaultPlan {
     /// The slow-assignment fault took effect when a dedupe rebuild meanwhile waited for the status
     /// leaders: the survivors' (the partitions move to them when the worker leaves) or the
     /// replacement's (when it joins).
-    private func checkSlowRebuilds(since: Date) {
-        let rebuilds = stack.workerLogLines(containing: "dedupe rebuilt from status history").compactMap { line -> (ms: Int, run: String)? in
-            guard line.at >= since.addingTimeInterval(-1), let ms = line.value("duration.ms").flatMap({ Int($0) }) else { return nil }
-            return (ms, line.run)
-        }
-        guard let slowest = rebuilds.max(by: { $0.ms < $1.ms }), slowest.ms >= 1_000 else {
-            problem("no dedupe rebuild waited for the status leaders (slowest since: \(rebuilds.map(\.ms).max().map { "\($0) ms" } ?? "none"))")
-            return
-        }
-        note("slowest dedupe rebuild while the status leaders were away: \(slowest.ms) ms (\(slowest.run))")
+    private func checkSlowRebuilds(since: Date) async {
+        // A rebuild that waited logs when it ends, just after the leaders are back.
+        let deadline = ContinuousClock.now + .seconds(10)
+        var slowest: (ms: Int, run: String)?
+        repeat {
+            slowest = stack.workerLogLines(containing: "dedupe rebuilt from status history").compactMap { line -> (ms: Int, run: String)? in
+                guard line.at >= since.addingTimeInterval(-1), let ms = line.value("duration.ms").flatMap({ Int($0) }) else { return nil }
+                return (ms, line.run)
+            }.max { $0.ms < $1.ms }
+            if let slowest, slowest.ms >= 1_000 {
+                note("slowest dedupe rebuild while the status leaders were away: \(slowest.ms) ms (\(slowest.run))")
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(500))
+        } while ContinuousClock.now < deadline
+        problem("no dedupe rebuild waited for the status leaders (slowest since: \(slowest.map { "\($0.ms) ms" } ?? "none"))")
     }
 
     /// The producer fault took effect when the replacement's log says its producer was replaced.
