@@ -2,15 +2,32 @@ import CallContract
 import Foundation
 import Locking
 
-/// Rings calls through dispatch (`POST /v1/calls`) at a steady rate and remembers what dispatch
-/// answered: accepted (202, with the deliveries it promised), refused (503: the client was told)
-/// or anything else.
+/// Rings calls through dispatch (`POST /v1/calls`) and cancels some (`DELETE /v1/calls/{id}`),
+/// remembering what dispatch answered: accepted (202, with the deliveries it promised), refused
+/// (503: the client was told) or anything else, and when each cancel was accepted.
 final class CallLoad: Sendable {
+    /// What the campaign expects of a call.
+    enum Kind: Sendable, Equatable {
+        /// Production devices; must ring.
+        case regular
+        /// Cancelled before its ring was requested; must never ring.
+        case cancelledFirst
+        /// Its devices are refused by the simulator (`BadDeviceToken`) until the campaign lifts the
+        /// refusal; it fails, is dead-lettered and replayed later (some of them cancelled first).
+        case doomed
+        /// A production device and a sandbox device the app's key is not valid for; the production
+        /// device must ring.
+        case mismatched
+    }
+
     /// One call the load rang.
     struct Call: Sendable {
         var callId: String
+        var kind: Kind
         /// Device token → device key, for every device of the call.
         var devices: [String: String]
+        /// Tokens of the call's sandbox devices (the rest are production devices).
+        var sandboxTokens: Set<String>
         var requestedAt: ContinuousClock.Instant
         var wallClock: Date
         var answer: Answer
@@ -24,6 +41,8 @@ final class CallLoad: Sendable {
 
     private let stack: Stack
     private let calls = Locked<[Call]>([])
+    /// callId → when dispatch's 202 to its `DELETE` arrived.
+    private let cancels = Locked<[String: Date]>([:])
     let ringTimeoutSeconds: Int
 
     init(stack: Stack, ringTimeoutSeconds: Int) {
@@ -32,35 +51,62 @@ final class CallLoad: Sendable {
     }
 
     var snapshot: [Call] { calls.withLock { $0 } }
+    var cancelAccepted: [String: Date] { cancels.withLock { $0 } }
 
-    /// Rings `count` calls at `rate` per second; every tenth call has two devices. Each call is
-    /// its own task, so a slow answer (Kafka down) never slows the ticker.
-    func ring(count: Int, rate: Double) async {
+    /// Rings `count` calls at `rate` per second; every tenth call has two devices, and every
+    /// `cancelEvery`th (if given) is cancelled before it is rung. Each call is its own task, so a
+    /// slow answer (Kafka down) never slows the ticker.
+    func ring(count: Int, rate: Double, cancelEvery: Int? = nil) async {
         let interval = Duration.seconds(1.0 / rate)
         var next = ContinuousClock.now
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<count {
-                group.addTask { await self.ringOne(index: index) }
+                group.addTask {
+                    let tokens = (0..<(index % 10 == 9 ? 2 : 1)).map { _ in CampaignFiles.randomHex(32) }
+                    let kind: Kind = cancelEvery.map { index % $0 == $0 / 2 } == true ? .cancelledFirst : .regular
+                    await self.ringOne(index: index, kind: kind, production: tokens, sandbox: [], ringTimeout: self.ringTimeoutSeconds)
+                }
                 next = next.advanced(by: interval)
                 try? await Task.sleep(until: next)
             }
         }
     }
 
-    private func ringOne(index: Int) async {
+    /// Rings one call of `kind` with the given device tokens (a fault's own calls).
+    @discardableResult
+    func ring(_ kind: Kind, production: [String], sandbox: [String] = [], ringTimeout: Int) async -> Call {
+        await ringOne(index: -1, kind: kind, production: production, sandbox: sandbox, ringTimeout: ringTimeout)
+    }
+
+    /// Cancels `callId` through dispatch; true when dispatch accepted the cancel (its time is kept).
+    @discardableResult
+    func cancel(_ callId: String) async -> Bool {
+        let response = try? await stack.http.send("DELETE", "\(stack.dispatchURL)/v1/calls/\(callId)",
+                                                  body: Data(#"{"reason":"campaign"}"#.utf8),
+                                                  headers: ["Authorization": "Bearer \(stack.files.apiKey)"])
+        guard response?.status == 202 else { return false }
+        let acceptedAt = Date()
+        cancels.withLock { $0[callId] = acceptedAt }
+        return true
+    }
+
+    @discardableResult
+    private func ringOne(index: Int, kind: Kind, production: [String], sandbox: [String], ringTimeout: Int) async -> Call {
         let callId = UUID().uuidString.lowercased()
-        let tokens = (0..<(index % 10 == 9 ? 2 : 1)).map { _ in CampaignFiles.randomHex(32) }
+        var kind = kind
+        if kind == .cancelledFirst, !(await cancel(callId)) { kind = .regular }
         let body: [String: Any] = [
             "callId": callId, "app": CampaignFiles.app,
-            "devices": tokens.map { ["token": $0, "environment": "sandbox"] },
+            "devices": production.map { ["token": $0, "environment": "production"] }
+                + sandbox.map { ["token": $0, "environment": "sandbox"] },
             "caller": ["handle": "campaign-\(index)", "displayName": "Campaign Caller"],
-            "ringTimeoutSeconds": ringTimeoutSeconds,
+            "ringTimeoutSeconds": ringTimeout,
             "attributes": ["index": "\(index)"],
         ]
         let requestedAt = ContinuousClock.now
         let wallClock = Date()
         var devices: [String: String] = [:]
-        for token in tokens { devices[token] = DeviceKey.make(token: token) }
+        for token in production + sandbox { devices[token] = DeviceKey.make(token: token) }
         let answer: Answer
         do {
             let data = try JSONSerialization.data(withJSONObject: body)
@@ -78,7 +124,9 @@ final class CallLoad: Sendable {
         } catch {
             answer = .failed("\(error)")
         }
-        let call = Call(callId: callId, devices: devices, requestedAt: requestedAt, wallClock: wallClock, answer: answer)
+        let call = Call(callId: callId, kind: kind, devices: devices, sandboxTokens: Set(sandbox),
+                        requestedAt: requestedAt, wallClock: wallClock, answer: answer)
         calls.withLock { $0.append(call) }
+        return call
     }
 }

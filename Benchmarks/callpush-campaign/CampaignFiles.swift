@@ -5,10 +5,9 @@ import Foundation
 /// keys (`.p8`) with one apps file per key, dispatch's API keys file (hash only) and the ack
 /// secret. Secret files are created `0600`.
 ///
-/// Every worker run gets its own token key: the simulator applies APNs' 20-minute rule for new
-/// provider tokens per key across all connections, so a worker started (or restarted) in a
-/// different second than another worker using the same key would be refused with
-/// `TooManyProviderTokenUpdates` for 20 minutes (see docs/reliability.md, "Findings").
+/// Every worker run gets its own token key, all registered with the simulator: the key id in a
+/// recorded push's JWT tells which run pushed it, which is how the campaign tells a retry by the
+/// same run from a second push by another run (`Verdict.checkPushes`).
 struct CampaignFiles: Sendable {
     static let app = "campaign"
     static let teamID = "CAMPTEAM01"

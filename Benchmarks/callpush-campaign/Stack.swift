@@ -24,18 +24,36 @@ final class Stack: Sendable {
     private let runs = Locked<[String: [ChildProcess]]>([:])
     /// The next unused token key (one per worker run; see ``CampaignFiles``).
     private let nextKey = Locked(0)
+    /// Runs started per worker slot (each run gets its own identity).
+    private let workerRuns = Locked<[Int: Int]>([:])
+    /// Extra environment of the workers of a slot (e.g. a small dedupe capacity).
+    let workerEnvironment: [Int: [String: String]]
+    /// Group session timeout of the workers (`CALLPUSH_KAFKA_SESSION_TIMEOUT_MS`). The embedded
+    /// cluster's coordinator ends every rebalance only after this minus 1 s (docs/kafka.md), so a
+    /// rolling restart stalls each step for about that long.
+    static let sessionTimeoutMs = 3_000
 
     var adminURL: String { "http://127.0.0.1:\(adminPort)/admin" }
     var dispatchURL: String { "http://127.0.0.1:\(dispatchPort)" }
     static func workerName(_ index: Int) -> String { "push-worker-\(index + 1)" }
+    /// The broker the campaign makes leader of `partition` of the requests and status topics.
+    static func pinnedLeader(_ partition: Int32) -> Int32 { partition % 3 + 1 }
 
-    init(workers: Int, directory: String, binDirectory: String, logger: Logger) throws {
+    init(workers: Int, directory: String, binDirectory: String, logger: Logger,
+         workerEnvironment: [Int: [String: String]] = [:], tokenKeys: Int = 0) throws {
         self.binDirectory = binDirectory
-        files = try CampaignFiles(directory: directory, keys: workers + 16)
-        cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
+        self.workerEnvironment = workerEnvironment
+        files = try CampaignFiles(directory: directory, keys: max(tokenKeys, workers + 16))
+        cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)  // pinnedLeader assumes 3
         try cluster.createTopic(Topics.requests, partitions: Self.partitions)
         try cluster.createTopic(Topics.status, partitions: Self.partitions)
         try cluster.createTopic(Topics.deadLetter, partitions: 1)
+        // The mock cluster places leaders at random; pinned, a fault can move one and move it back.
+        for topic in [Topics.requests, Topics.status] {
+            for partition in 0..<Int32(Self.partitions) {
+                try cluster.setPartitionLeader(topic: topic, partition: partition, broker: Self.pinnedLeader(partition))
+            }
+        }
         simulatorPort = try freeLocalPort()
         adminPort = try freeLocalPort()
         dispatchPort = try freeLocalPort()
@@ -81,10 +99,18 @@ final class Stack: Sendable {
         try await http.waitUntilOK("\(dispatchURL)/readyz", timeout: .seconds(60)) { process.exit == nil }
     }
 
-    /// Starts worker `index` (again, after a kill). Does not wait for its readiness.
-    func startWorker(_ index: Int) throws {
+    /// Starts a new run of worker slot `index` (again, after a kill or a stop) with a new identity
+    /// (`CALLPUSH_WORKER_ID` push-worker-N, then push-worker-N-run2, …, as a replaced pod gets a new
+    /// name), its own token key and its own log file. Does not wait for its readiness.
+    @discardableResult
+    func startWorker(_ index: Int) throws -> String {
+        let run = workerRuns.withLock { runs -> Int in
+            runs[index, default: 0] += 1
+            return runs[index]!
+        }
+        let identity = Self.workerName(index) + (run == 1 ? "" : "-run\(run)")
         var environment = kafkaEnvironment
-        environment["CALLPUSH_KAFKA_SESSION_TIMEOUT_MS"] = "6000"
+        environment["CALLPUSH_KAFKA_SESSION_TIMEOUT_MS"] = "\(Self.sessionTimeoutMs)"
         environment["CALLPUSH_KAFKA_HEARTBEAT_INTERVAL_MS"] = "500"
         environment["CALLPUSH_APNS_CA_FILE"] = files.caFile
         environment["CALLPUSH_APNS_SANDBOX_ENDPOINT"] = "127.0.0.1:\(simulatorPort)"
@@ -92,7 +118,7 @@ final class Stack: Sendable {
         environment["CALLPUSH_APNS_TIMEOUT_MS"] = "2000"
         environment["CALLPUSH_HTTP_HOST"] = "127.0.0.1"
         environment["CALLPUSH_HTTP_PORT"] = "\(workerPorts[index])"
-        environment["CALLPUSH_WORKER_ID"] = Self.workerName(index)
+        environment["CALLPUSH_WORKER_ID"] = identity
         // Assignments, revokes, drains and dedupe rebuilds, with times: what a lost delivery is traced with.
         environment["CALLPUSH_LOG_LEVEL"] = "info"
         let key = nextKey.withLock { next -> Int in
@@ -101,7 +127,9 @@ final class Stack: Sendable {
         }
         guard key < files.appsFiles.count else { throw CampaignError("no unused token key left for another worker run") }
         environment["CALLPUSH_APPS_FILE"] = files.appsFiles[key]
-        _ = try launch(Self.workerName(index), program: "push-worker", arguments: [], environment: environment)
+        environment.merge(workerEnvironment[index] ?? [:]) { _, slot in slot }
+        _ = try launch(Self.workerName(index), program: "push-worker", arguments: [], environment: environment, logName: identity)
+        return identity
     }
 
     /// Waits until worker `index` owns partitions (`/readyz` 200).
@@ -112,6 +140,50 @@ final class Stack: Sendable {
         }
     }
 
+    /// A counter or gauge of worker `index`'s `/metrics` (summed over its label sets), `nil` when
+    /// the worker does not answer.
+    func workerMetric(_ index: Int, _ metric: String) async -> Double? {
+        guard let response = try? await http.send("GET", "http://127.0.0.1:\(workerPorts[index])/metrics", timeout: 5),
+              response.status == 200 else { return nil }
+        var total = 0.0
+        for line in String(decoding: response.body, as: UTF8.self).split(separator: "\n")
+        where line.hasPrefix(metric) && (line.dropFirst(metric.count).first == " " || line.dropFirst(metric.count).first == "{") {
+            total += line.split(separator: " ").last.flatMap { Double($0) } ?? 0
+        }
+        return total
+    }
+
+    /// One line of a worker run's log.
+    struct WorkerLogLine {
+        /// The line's timestamp (the logger writes whole seconds).
+        var at: Date
+        /// The run's identity (its log file's name).
+        var run: String
+        var text: Substring
+
+        /// The value of `key=` in the line (up to the next space).
+        func value(_ key: String) -> Substring? {
+            guard let range = text.range(of: key + "=") else { return nil }
+            return text[range.upperBound...].prefix { $0 != " " }
+        }
+    }
+
+    /// The lines of every worker run's log that contain `marker`.
+    func workerLogLines(containing marker: String) -> [WorkerLogLine] {
+        let logTime = DateFormatter()
+        logTime.dateFormat = "yyyy-MM-dd'T'HH:mm:ssZ"
+        logTime.locale = Locale(identifier: "en_US_POSIX")
+        let directory = files.directory
+        let logs = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasPrefix("push-worker") && $0.hasSuffix(".log") } ?? []
+        return logs.flatMap { name -> [WorkerLogLine] in
+            let text = String(decoding: FileManager.default.contents(atPath: "\(directory)/\(name)") ?? Data(), as: UTF8.self)
+            return text.split(separator: "\n").compactMap { line in
+                guard line.contains(marker), let at = line.split(separator: " ").first.flatMap({ logTime.date(from: String($0)) }) else { return nil }
+                return WorkerLogLine(at: at, run: String(name.dropLast(4)), text: line)
+            }
+        }
+    }
+
     /// The latest run of `name`.
     func current(_ name: String) -> ChildProcess? { runs.withLock { $0[name]?.last } }
     /// Every run of every child.
@@ -119,9 +191,10 @@ final class Stack: Sendable {
     /// The latest runs (one per child name).
     var currentRuns: [ChildProcess] { runs.withLock { $0.values.compactMap(\.last) }.sorted { $0.name < $1.name } }
 
-    private func launch(_ name: String, program: String, arguments: [String], environment: [String: String]) throws -> ChildProcess {
+    private func launch(_ name: String, program: String, arguments: [String], environment: [String: String],
+                        logName: String? = nil) throws -> ChildProcess {
         let process = try ChildProcess(name: name, executable: "\(binDirectory)/\(program)", arguments: arguments,
-                                       environment: environment, logPath: "\(files.directory)/\(name).log")
+                                       environment: environment, logPath: "\(files.directory)/\(logName ?? name).log")
         runs.withLock { $0[name, default: []].append(process) }
         return process
     }

@@ -20,11 +20,30 @@ struct Verdict: Sendable {
     var redeliveriesRecognised = 0
     var duplicates = 0
     var duplicateReasons: [String: Int] = [:]
+    /// One line per device pushed more than once: the pushes' times and signing keys.
+    var duplicateDetails: [String] = []
     var invalid = 0
     var deadLettered = 0
     var missingFromDLQ: [String] = []
     var crashes: [String] = []
     var latenciesMs: [Double] = []
+    /// Pushes the simulator accepted for a cancelled call after dispatch accepted its cancel.
+    var rungAfterCancel: [String] = []
+    /// Deliveries that ended `expired` without any push attempt by the worker that ended them.
+    var expiredUnowned: [String] = []
+    /// Longest POST → first push at the simulator of a regular call, outside APNs fault windows.
+    var maxRingMs: Double = -1
+    /// Rings measured for ``maxRingMs`` and those left out because an APNs fault window overlapped.
+    /// The ring behind ``maxRingMs``: call, request time, push time and signing key.
+    var slowestRing = ""
+    var ringsMeasured = 0
+    var ringsInFaultWindows = 0
+    /// Production deliveries refused because of the app's sandbox credential trouble (must be none).
+    var productionRefused: [String] = []
+    /// Findings about the faults' own calls that are reported, not judged.
+    var expectations: [String] = []
+    /// Whether `expired_unowned > 0` fails the run (`--long`).
+    var expiredUnownedFails = false
 
     var p99Ms: Double {
         guard !latenciesMs.isEmpty else { return -1 }
@@ -34,23 +53,37 @@ struct Verdict: Sendable {
 
     var failed: Bool {
         !lost.isEmpty || !missingFromDLQ.isEmpty || !crashes.isEmpty || !conflicting.isEmpty || accepted == 0 || !misdirected.isEmpty
+            || !rungAfterCancel.isEmpty || !productionRefused.isEmpty || (expiredUnownedFails && !expiredUnowned.isEmpty)
     }
     /// 202 answers that named another call than the one requested (dispatch or the HTTP client mixed answers up).
     var misdirected: [String] { otherAnswers.filter { $0.contains("202 names call") } }
 
-    /// Terminal outcomes of one delivery: terminal worker statuses except `duplicate` (a redelivery
-    /// the worker recognised; it sends nothing).
-    static func outcomes(_ statuses: [CallStatus]) -> [CallStatus] {
-        statuses.filter { $0.state.isTerminal && $0.state != .duplicate && !$0.state.isDeviceReport }
+    /// Terminal outcomes of one delivery in replay generation `replay`: terminal worker statuses
+    /// except `duplicate` (a redelivery the worker recognised; it sends nothing).
+    static func outcomes(_ statuses: [CallStatus], replay: Int) -> [CallStatus] {
+        statuses.filter { $0.replay == replay && $0.state.isTerminal && $0.state != .duplicate && !$0.state.isDeviceReport }
     }
 
-    /// Checks every accepted delivery; `true` when all have a terminal outcome.
-    static func allSettled(_ calls: [CallLoad.Call], _ collector: OutcomeCollector) -> Bool {
-        calls.allSatisfy { call in
+    /// Checks every accepted delivery (and the replays the campaign made); `true` when all have a terminal outcome.
+    static func allSettled(_ calls: [CallLoad.Call], replayed: [FaultPlan.Doomed] = [], _ collector: OutcomeCollector) -> Bool {
+        let original = calls.allSatisfy { call in
             call.answer != .accepted || call.devices.values.allSatisfy {
-                !outcomes(collector.statuses(callId: call.callId, deviceKey: $0)).isEmpty
+                !outcomes(collector.statuses(callId: call.callId, deviceKey: $0), replay: 0).isEmpty
             }
         }
+        return original && replayed.allSatisfy { call in
+            call.tokens.allSatisfy { token in
+                let statuses = collector.statuses(callId: call.callId, deviceKey: DeviceKey.make(token: token))
+                return outcomes(statuses, replay: 0).first?.state != .failed || !outcomes(statuses, replay: 1).isEmpty
+            }
+        }
+    }
+
+    static func history(_ statuses: [CallStatus]) -> String {
+        statuses.map { status in
+            "\(status.state.rawValue)#\(status.attempt)r\(status.replay)@\(status.worker)"
+                + (status.apns?.reason.map { "(\($0))" } ?? "") + (status.error.map { "[\($0.code)]" } ?? "")
+        }.joined(separator: " ")
     }
 
     mutating func checkCalls(_ calls: [CallLoad.Call], collector: OutcomeCollector) {
@@ -61,32 +94,78 @@ struct Verdict: Sendable {
             case .refused: refused += 1; continue
             case .failed(let why): otherAnswers.append("\(call.callId): \(why)"); continue
             }
-            for deviceKey in call.devices.values {
+            for (token, deviceKey) in call.devices {
                 deliveries += 1
                 let all = collector.statuses(callId: call.callId, deviceKey: deviceKey)
                 redeliveriesRecognised += all.filter { $0.state == .duplicate }.count
-                let terminal = Self.outcomes(all)
+                checkGenerations(call: call, deviceKey: deviceKey, statuses: all)
+                let terminal = Self.outcomes(all, replay: 0)
                 guard let first = terminal.first else {
                     lostCallIDs.insert(call.callId)
-                    let history = all.map { "\($0.state.rawValue)#\($0.attempt)@\($0.worker)" }.joined(separator: " ")
                     lost.append("\(call.callId)/\(deviceKey.prefix(8)) requests \(collector.requestPositions(callId: call.callId).joined(separator: ","))"
-                                + " statuses [\(history)]")
+                                + " statuses [\(Self.history(all))]")
                     continue
                 }
                 outcomes[first.state.rawValue, default: 0] += 1
                 if first.state != .sent {
-                    let history = collector.statuses(callId: call.callId, deviceKey: deviceKey).map { status in
-                        "\(status.state.rawValue)#\(status.attempt)@\(status.worker)"
-                            + (status.apns?.reason.map { "(\($0))" } ?? "") + (status.error.map { "[\($0.code)]" } ?? "")
-                    }
-                    notSent.append("\(call.callId) requested \(call.wallClock): " + history.joined(separator: " "))
+                    notSent.append("\(call.callId) (\(call.kind)) requested \(call.wallClock): " + Self.history(all))
                 }
-                if Set(terminal.map(\.state)).count > 1 {
-                    conflicting.append("\(call.callId)/\(deviceKey.prefix(8)) requested \(call.wallClock): "
-                        + all.map { "\($0.state.rawValue)#\($0.attempt)@\($0.worker) at \($0.at)" }.joined(separator: ", "))
+                let production = !call.sandboxTokens.contains(token)
+                if production, first.state == .failed,
+                   first.error?.code == "app-suspended" || first.apns?.reason == "BadEnvironmentKeyInToken" {
+                    productionRefused.append("\(call.callId)/\(deviceKey.prefix(8)): " + Self.history(all))
                 }
-                if let sent = collector.firstSent(callId: call.callId, deviceKey: deviceKey) {
+                switch call.kind {
+                case .cancelledFirst where first.state != .cancelled:
+                    expectations.append("cancelled before its ring, yet \(first.state.rawValue): \(call.callId) " + Self.history(all))
+                case .mismatched where !production && first.state != .failed:
+                    expectations.append("sandbox device the key is not valid for, yet \(first.state.rawValue): \(call.callId) " + Self.history(all))
+                default:
+                    break
+                }
+                if let sent = collector.firstSent(callId: call.callId, deviceKey: deviceKey), first.state == .sent {
                     latenciesMs.append((sent - call.requestedAt).seconds * 1000)
+                }
+            }
+        }
+    }
+
+    /// Per replay generation of one delivery: conflicting outcomes, and expiries without any attempt.
+    private mutating func checkGenerations(call: CallLoad.Call, deviceKey: String, statuses: [CallStatus]) {
+        for replay in Set(statuses.map(\.replay)).sorted() {
+            let terminal = Self.outcomes(statuses, replay: replay)
+            if Set(terminal.map(\.state)).count > 1 {
+                conflicting.append("\(call.callId)/\(deviceKey.prefix(8)) r\(replay) requested \(call.wallClock): "
+                    + statuses.map { "\($0.state.rawValue)#\($0.attempt)r\($0.replay)@\($0.worker) at \($0.at)" }.joined(separator: ", "))
+            }
+            // Its worker began it after the ring deadline: for the whole ring window no worker was
+            // working on its partition.
+            if let first = terminal.first, first.state == .expired, first.attempt == 0 {
+                expiredUnowned.append("\(call.callId)/\(deviceKey.prefix(8)) r\(replay) requested \(call.wallClock): " + Self.history(statuses))
+            }
+        }
+    }
+
+    /// The doomed calls whose replay ran: the replay must ring the ones not cancelled (replay
+    /// generation 1 `sent`) and answer `cancelled` for the cancelled ones.
+    mutating func checkReplays(_ replayed: [FaultPlan.Doomed], cancels: [String: Date], collector: OutcomeCollector) {
+        for call in replayed {
+            for token in call.tokens {
+                let deviceKey = DeviceKey.make(token: token)
+                let all = collector.statuses(callId: call.callId, deviceKey: deviceKey)
+                guard Self.outcomes(all, replay: 0).first?.state == .failed else {
+                    expectations.append("doomed call not failed, so not replayed: \(call.callId) " + Self.history(all))
+                    continue
+                }
+                let expected: CallStatus.State = cancels[call.callId] == nil ? .sent : .cancelled
+                guard let first = Self.outcomes(all, replay: 1).first else {
+                    lostCallIDs.insert(call.callId)
+                    lost.append("\(call.callId)/\(deviceKey.prefix(8)) replayed from the DLQ: no outcome [\(Self.history(all))]")
+                    continue
+                }
+                if first.state != expected {
+                    expectations.append("replayed doomed call \(expected == .sent ? "not cancelled" : "cancelled"), yet \(first.state.rawValue): "
+                                        + "\(call.callId) " + Self.history(all))
                 }
             }
         }
@@ -95,19 +174,32 @@ struct Verdict: Sendable {
     /// Counts pushes per device token at the simulator; a second push for a token is a duplicate.
     /// Every worker run signs with its own key, so the JWT's `kid` tells which run pushed:
     /// the same run twice is a retry after a lost answer (timeout, dropped connection after APNs
-    /// accepted); two runs is a redelivery whose first `sent` was not durable (after a SIGKILL, or
-    /// after a partition moved in a rebalance).
-    mutating func checkPushes(_ pushes: [SimulatorPush], calls: [CallLoad.Call], killTimes: [Date]) {
+    /// accepted) when the delivery has a `retrying` status without an APNs answer, else a
+    /// redelivery to the same run; two runs is a redelivery whose
+    /// first `sent` was not durable or not known to the new owner (after a SIGKILL, or after a
+    /// partition moved in a rebalance).
+    ///
+    /// Also: pushes after an accepted cancel (`rung_after_cancel`) and the longest POST → push of
+    /// the regular calls outside the windows of the simulator's faults (`max_ring_ms`).
+    mutating func checkPushes(_ pushes: [SimulatorPush], calls: [CallLoad.Call], collector: OutcomeCollector, killTimes: [Date],
+                              cancels: [String: Date], apnsWindows: [SimulatorFaults.Window]) {
         var known = Set<String>()
         for call in calls { known.formUnion(call.devices.keys) }
         let byToken = Dictionary(grouping: pushes.filter { known.contains($0.deviceToken.lowercased()) }) { $0.deviceToken.lowercased() }
-        for (_, list) in byToken where list.count > 1 {
+        let callOfToken = Dictionary(calls.flatMap { call in call.devices.keys.map { ($0, call.callId) } }, uniquingKeysWith: { first, _ in first })
+        for (token, list) in byToken where list.count > 1 {
             let sorted = list.sorted { $0.receivedAt < $1.receivedAt }
             duplicates += list.count - 1
+            let statuses = collector.statuses(callId: callOfToken[token] ?? "", deviceKey: DeviceKey.make(token: token))
+            duplicateDetails.append("\(callOfToken[token] ?? "?")/\(DeviceKey.make(token: token).prefix(8)): pushed at "
+                                    + sorted.map { "\(SimulatorPush.timeFormat($0.receivedAt)) by \($0.signingKey)" }.joined(separator: ", ")
+                                    + "; statuses [\(Self.history(statuses))]")
+            // The worker retries an attempt that got no answer (timeout, connection lost, stream reset).
+            let answerLost = statuses.contains { $0.state == .retrying && $0.apns?.status == nil }
             for (earlier, later) in zip(sorted, sorted.dropFirst()) {
                 let cause: String
                 if earlier.signingKey == later.signingKey {
-                    cause = "same-worker-retry-after-lost-answer"
+                    cause = answerLost ? "same-worker-retry-after-lost-answer" : "same-worker-redelivery"
                 } else if killTimes.contains(where: { $0 >= earlier.receivedAt.addingTimeInterval(-1) && $0 <= later.receivedAt }) {
                     cause = "other-worker-after-sigkill"
                 } else {
@@ -116,12 +208,38 @@ struct Verdict: Sendable {
                 duplicateReasons[cause, default: 0] += 1
             }
         }
+        for call in calls where call.answer == .accepted {
+            if let cancelledAt = cancels[call.callId] {
+                for token in call.devices.keys {
+                    for push in byToken[token] ?? [] where push.receivedAt > cancelledAt {
+                        rungAfterCancel.append("\(call.callId) (\(call.kind)): pushed \(String(format: "%.3f", push.receivedAt.timeIntervalSince(cancelledAt))) s "
+                                               + "after its cancel was accepted, signed by \(push.signingKey)")
+                    }
+                }
+                continue
+            }
+            guard call.kind == .regular else { continue }
+            for token in call.devices.keys {
+                guard let first = byToken[token]?.min(by: { $0.receivedAt < $1.receivedAt }) else { continue }
+                if apnsWindows.contains(where: { $0.from <= first.receivedAt && $0.to >= call.wallClock }) {
+                    ringsInFaultWindows += 1
+                    continue
+                }
+                ringsMeasured += 1
+                let ms = first.receivedAt.timeIntervalSince(call.wallClock) * 1000
+                if ms > maxRingMs {
+                    maxRingMs = ms
+                    slowestRing = "\(call.callId) requested \(SimulatorPush.timeFormat(call.wallClock)), pushed \(SimulatorPush.timeFormat(first.receivedAt)) by \(first.signingKey)"
+                }
+            }
+        }
     }
 
     var summaryLine: String {
         let dlq = "\(invalid - missingFromDLQ.count)/\(invalid)"
         return "calls=\(calls) accepted=\(accepted) refused=\(refused) other=\(otherAnswers.count) faults=\(faultCount) lost=\(lost.count) "
-            + "duplicates=\(duplicates) dlq=\(dlq) p99_ms=\(Int(p99Ms.rounded())) crashed=\(crashes.count)"
+            + "duplicates=\(duplicates) dlq=\(dlq) p99_ms=\(Int(p99Ms.rounded())) crashed=\(crashes.count) "
+            + "rung_after_cancel=\(rungAfterCancel.count) expired_unowned=\(expiredUnowned.count) max_ring_ms=\(Int(maxRingMs.rounded()))"
     }
 
     var faultCount = 0
@@ -138,6 +256,14 @@ struct SimulatorPush: Sendable, Decodable {
     var signingKey: String {
         guard let authorization = headers?["authorization"], let range = authorization.range(of: "kid=") else { return "?" }
         return String(authorization[range.upperBound...].prefix { $0 != ">" && $0 != " " })
+    }
+
+    /// `HH:mm:ss.SSS` (UTC), for report lines.
+    static func timeFormat(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "HH:mm:ss.SSS"
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: date)
     }
 
     static func decodeList(_ data: Data) throws -> [SimulatorPush] {

@@ -11,7 +11,7 @@ public enum StatusHistoryCoverage: Sendable, Hashable {
     /// timestamp of the oldest status read without a gap; `nil`: none at all) and left out the
     /// older ones.
     case partial(reachedBack: Date?)
-    /// The partition's history could not be read at all (e.g. no leader within the bound).
+    /// The partition's history could not be read at all (e.g. no leader for the whole bound).
     case failed(reason: String)
 }
 
@@ -71,7 +71,10 @@ public struct StatusHistoryReader: Sendable {
         var reader = KafkaHistoryReader(configuration: configuration, logger: logger)
         reader.initialChunk = initialChunk
         reader.maxChunk = maxChunk
-        reader.lookupTimeout = min(timeout, .seconds(5))
+        // A status partition without a leader (a broker failing over while partitions move) is waited
+        // for up to the whole bound: giving it up leaves the partition's dedupe state empty, and the
+        // new owner pushes every redelivered event again.
+        reader.lookupTimeout = timeout
 
         var read = 0
         var remembered = 0

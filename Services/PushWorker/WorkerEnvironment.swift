@@ -59,7 +59,7 @@ public struct WorkerEnvironment: Sendable {
         worker.maxInFlight = try reader.int("CALLPUSH_MAX_IN_FLIGHT", default: worker.maxInFlight, in: 1...100_000)
         worker.drainTimeout = .milliseconds(try reader.int("CALLPUSH_DRAIN_TIMEOUT_MS", default: 5_000, in: 0...600_000))
         worker.dedupeWindow = .seconds(try reader.int("CALLPUSH_DEDUPE_WINDOW_SECONDS", default: 600, in: 60...86_400))
-        worker.dedupeCapacity = try reader.int("CALLPUSH_DEDUPE_CAPACITY", default: worker.dedupeCapacity, in: 100...10_000_000)
+        worker.dedupeCapacity = try reader.int("CALLPUSH_DEDUPE_CAPACITY", default: worker.dedupeCapacity, in: 10...10_000_000)
         worker.cancelCapacity = try reader.int("CALLPUSH_CANCEL_CAPACITY", default: worker.cancelCapacity, in: 100...10_000_000)
         worker.health.stallBound = .seconds(try reader.int("CALLPUSH_STALL_SECONDS", default: 300, in: 10...86_400))
         worker.health.unhealthyAfter = .seconds(try reader.int("CALLPUSH_UNHEALTHY_AFTER_SECONDS", default: 600, in: 10...86_400))

@@ -47,8 +47,11 @@ public struct KafkaHistoryReader: Sendable {
     /// The consumer's configuration (its mode is set to manual).
     public var configuration: KafkaConsumerConfiguration
     public var logger: Logger
-    /// The bound of each partition's offset look-ups (within the read's bound). Default 5 s.
+    /// The bound of each partition's offset look-ups (within the read's bound); a look-up that
+    /// fails (no leader, a broker unreachable) is asked again until then. Default 5 s.
     public var lookupTimeout: Duration = .seconds(5)
+    /// The pause before a failed look-up is asked again.
+    static let lookupRetryPause = Duration.milliseconds(250)
     /// Newest first: the size of each partition's first chunk. Small, so the newest messages come
     /// first and fast. Default 1,000.
     public var initialChunk = 1_000
@@ -151,13 +154,22 @@ public struct KafkaHistoryReader: Sendable {
             for partition in partitions {
                 let bound = timeout()
                 group.addTask {
-                    do throws(KafkaError) {
-                        let marks = try await consumer.queryWatermarks(topic: topic, partition: partition, timeout: bound)
-                        guard marks.low < marks.high else { return (partition, .success((marks.high, marks.high))) }
-                        let start = try await consumer.startOffset(topic: topic, partition: partition, notBefore: sinceMs, timeout: bound)
-                        return (partition, .success((min(max(start, marks.low), marks.high), marks.high)))
-                    } catch {
-                        return (partition, .failure(error))
+                    // librdkafka answers at once when the partition has no leader right now (a broker
+                    // failing over): ask again until the bound rather than give the partition up.
+                    let lookupEnd = ContinuousClock.now + bound
+                    while true {
+                        do throws(KafkaError) {
+                            let left = max(.milliseconds(1), lookupEnd - .now)
+                            let marks = try await consumer.queryWatermarks(topic: topic, partition: partition, timeout: left)
+                            guard marks.low < marks.high else { return (partition, .success((marks.high, marks.high))) }
+                            let start = try await consumer.startOffset(topic: topic, partition: partition, notBefore: sinceMs, timeout: left)
+                            return (partition, .success((min(max(start, marks.low), marks.high), marks.high)))
+                        } catch {
+                            guard error.code != .shutdown, ContinuousClock.now + Self.lookupRetryPause < lookupEnd else {
+                                return (partition, .failure(error))
+                            }
+                            try? await Task.sleep(for: Self.lookupRetryPause)
+                        }
                     }
                 }
             }

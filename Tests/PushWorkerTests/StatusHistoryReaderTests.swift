@@ -105,4 +105,32 @@ import Testing
         #expect(cancels.map(\.1) == [cancelledCall] && cancels.allSatisfy { $0.0 == 2 }, "the call-level cancel marker")
         await cluster.shutdown()
     }
+
+    /// The status partition's leader is away while partitions move (a broker failing over): the
+    /// rebuild waits for it within its bound. Giving up at once left the partition's dedupe state
+    /// empty, and its new owner pushed every redelivered event again (seen in the fault campaign's
+    /// slow-assignment fault).
+    @Test func aRebuildWaitsForAStatusLeaderThatComesBackWithinItsBound() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: WorkerTestbed.quietLogger)
+        try cluster.createTopic(Self.topic, partitions: 2)
+        let kafka = WorkerTestbed.kafka(cluster, "rebuild")
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka), logger: WorkerTestbed.quietLogger)
+        _ = try await producer.send(Self.records([Self.status(Self.callK, .sent)], partition: 1)).map { try $0.get() }
+        await producer.shutdown()
+        try cluster.setPartitionLeader(topic: Self.topic, partition: 1, broker: -1)
+        let leaderBack = Task {
+            try await Task.sleep(for: .seconds(2))
+            try cluster.setPartitionLeader(topic: Self.topic, partition: 1, broker: 1)
+        }
+
+        let reader = StatusHistoryReader(kafka: kafka, statusTopic: Self.topic, window: .seconds(600),
+                                         timeout: TestTiming.scaled(.seconds(15)), logger: WorkerTestbed.quietLogger)
+        var handled: Set<DeliveryKey> = []
+        let coverage = await reader.rebuild(partitions: [0, 1], now: Date(), handled: { _, key, _ in handled.insert(key) },
+                                            cancelled: { _, _, _ in })
+        try await leaderBack.value
+        #expect(coverage[1] == .complete, "the leader came back within the bound: \(String(describing: coverage[1]))")
+        #expect(handled.contains(DeliveryKey(callId: Self.callK, deviceKey: "k-device", replay: 0)))
+        await cluster.shutdown()
+    }
 }

@@ -80,6 +80,7 @@ import Testing
         ("CALLPUSH_APPS_FILE", nil, "CALLPUSH_APPS_FILE: required"),
         ("CALLPUSH_MAX_IN_FLIGHT", "lots", "CALLPUSH_MAX_IN_FLIGHT: expected a whole number from 1 to 100000"),
         ("CALLPUSH_MAX_IN_FLIGHT", "0", "CALLPUSH_MAX_IN_FLIGHT: expected a whole number from 1 to 100000"),
+        ("CALLPUSH_DEDUPE_CAPACITY", "9", "CALLPUSH_DEDUPE_CAPACITY: expected a whole number from 10 to 10000000"),
         ("CALLPUSH_APNS_SANDBOX_ENDPOINT", "localhost", "CALLPUSH_APNS_SANDBOX_ENDPOINT: expected host:port"),
         ("CALLPUSH_ACK_SECRET_FILE", "/nonexistent/secret", "CALLPUSH_ACK_SECRET_FILE: cannot read file /nonexistent/secret"),
     ] as [(String, String?, String)])
@@ -87,6 +88,13 @@ import Testing
         var env = try Files().env
         env[key] = value
         #expect(error(env)?.description == expected)
+    }
+
+    /// The fault campaign runs a worker whose dedupe stores fill within a two-minute run.
+    @Test func aSmallDedupeCapacityIsAccepted() throws {
+        var env = try Files().env
+        env["CALLPUSH_DEDUPE_CAPACITY"] = "10"
+        #expect(try WorkerEnvironment.load(env).worker.dedupeCapacity == 10)
     }
 
     @Test func shortAckSecretIsRefusedWithoutPrintingIt() throws {
