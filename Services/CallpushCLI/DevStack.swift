@@ -50,6 +50,8 @@ public struct DevStack: Sendable {
     /// Kafka client settings for the embedded cluster: librdkafka's mock broker holds a fetch with
     /// no data for `fetch.wait.max.ms` and does not answer early when data arrives, so a short wait
     /// keeps rings and statuses prompt (a real broker answers as soon as data arrives).
+    /// The tenant of the dev stack's one API key.
+    public static let tenant = "dev"
     public static let embeddedKafkaProperties = ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "2000"]
 
     public static func start(_ options: Options, logger: Logger) async throws -> DevStack {
@@ -95,7 +97,7 @@ public struct DevStack: Sendable {
 
         let apiKey = "cpdev_" + randomHex(bytes: 24)
         var dispatchConfiguration = DispatchConfiguration(
-            kafka: kafka, apps: [options.app], apiKeys: [APIKey(name: "dev", plaintext: apiKey, ratePerSecond: 1_000)],
+            kafka: kafka, apps: [options.app], apiKeys: [APIKey(name: "dev", plaintext: apiKey, ratePerSecond: 1_000, tenant: Self.tenant)],
             ackSecret: secret, instanceID: "dev-dispatch")
         dispatchConfiguration.host = options.dispatchHost
         dispatchConfiguration.port = options.dispatchPort

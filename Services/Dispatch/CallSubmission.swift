@@ -1,4 +1,5 @@
 import CallContract
+import CallpushCore
 import Foundation
 
 /// The body of `POST /v1/calls`: ring one or more devices of one callee for one call.
@@ -114,8 +115,10 @@ public struct CallSubmission: Sendable, Hashable, Codable {
     ///
     /// - Parameters:
     ///   - callId: the call id to use (the submission's, or a generated one).
+    ///   - tenant: the tenant of the key that rings (carried by every event).
     ///   - now: `requestedAt` of every event.
-    public func events(callId: String, limits: DispatchLimits, apps: Set<String>, now: Date) throws(DispatchProblem) -> [(ring: RingRequest, encoded: Data)] {
+    public func events(callId: String, tenant: String? = nil, limits: DispatchLimits, apps: Set<String>,
+                       now: Date) throws(DispatchProblem) -> [(ring: RingRequest, encoded: Data)] {
         guard !devices.isEmpty else { throw DispatchProblem.invalid("devices", "at least one device is required") }
         guard devices.count <= limits.maxDevices else {
             throw DispatchProblem.invalid("devices", "more than \(limits.maxDevices) devices", code: .tooManyDevices)
@@ -134,7 +137,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         for (index, device) in devices.enumerated() {
             let ring = RingRequest(callId: callId, app: app, device: device, caller: caller, hasVideo: hasVideo,
                                    requestedAt: requestedAt, ringDeadline: requestedAt.addingTimeInterval(Double(timeout)),
-                                   maxDurationSeconds: maxDurationSeconds, attributes: attributes)
+                                   maxDurationSeconds: maxDurationSeconds, attributes: attributes, tenant: tenant)
             rings.append((ring, try Self.check(ring, deviceIndex: index)))
         }
         // Known app last: a malformed name is reported as such by the contract check above.
@@ -177,9 +180,9 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         // small event cannot make a payload over Apple's limit, and only a large one is encoded
         // as the worker will (SHA-256 of the token and the whole payload, per device).
         if data.count + Self.payloadOverheadBound <= VoIPPayload.maxBytes { return data }
-        // The worker adds an ack token (43 characters of base64url) and the device key.
+        // The worker adds an ack token (base64url of a fixed length) and the device key.
         let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
-                                  ackToken: String(repeating: "A", count: 43))
+                                  ackToken: String(repeating: "A", count: AckTokenSigner.tokenLength))
         do {
             _ = try payload.encoded()
         } catch {

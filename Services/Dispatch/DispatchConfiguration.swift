@@ -4,7 +4,11 @@ import Kafka
 
 /// Everything a dispatch instance needs, as a value (no environment access: see
 /// ``DispatchEnvironment`` for the environment reader, and `callpush dev` for an embedded use).
-public struct DispatchConfiguration: Sendable {
+///
+/// The byte budgets' defaults fit the shipped pod limit (512 MiB, deploy/kubernetes/dispatch.yaml)
+/// with room for the runtime and librdkafka: view 96 MiB + idempotency 32 MiB + acks 8 MiB + SSE
+/// 1,000 streams × 64 KiB + webhooks 32 MiB ≈ 230 MiB.
+public struct DispatchConfiguration: Sendable, CustomStringConvertible {
     /// Brokers, client id and any librdkafka property.
     public var kafka: KafkaConfiguration
     /// Where `ring` / `cancel` events go. Default `voip.call-requests`.
@@ -15,10 +19,19 @@ public struct DispatchConfiguration: Sendable {
     public var host = "0.0.0.0"
     /// Default 8080.
     public var port = 8080
+    /// Listen address of `/metrics` (and `/healthz`, `/readyz`); port 0 picks a free port, nil
+    /// serves no operations listener. Default none here; the environment's default is 9090
+    /// (``DispatchEnvironment``), so an embedding never takes a fixed port by surprise.
+    public var metricsHost = "0.0.0.0"
+    public var metricsPort: Int?
     /// App names a ring may name (the worker's apps file keys).
     public var apps: Set<String>
-    /// Backend API keys; an empty list refuses every backend request.
+    /// Backend API keys (each of a tenant); an empty list refuses every backend request.
     public var apiKeys: [APIKey]
+    /// Status webhooks by tenant name.
+    public var webhooks: [String: WebhookTarget] = [:]
+    /// Optional status webhooks to one URL for every tenant (the setting before per-tenant webhooks).
+    public var webhook: WebhookConfiguration?
     /// The ack-token secret shared with the workers (≥ 32 bytes).
     public var ackSecret: [UInt8]
     /// Written into the `worker` field of the `reported` / `suppressed` statuses dispatch publishes.
@@ -33,22 +46,41 @@ public struct DispatchConfiguration: Sendable {
     public var retryAfterSeconds = 1
     /// How long an answered `callId` is remembered for idempotent repeats. Default 10 min.
     public var idempotencyWindow: Duration = .seconds(600)
-    /// Most remembered `callId`s (oldest forgotten first). Default 100,000.
-    public var idempotencyCapacity = 100_000
+    /// Most bytes of remembered answers. Default 32 MiB (≈ 2.5 KB per 10-device call).
+    public var idempotencyBytes = 32 << 20
     /// How far back the status view reads at start and how long a call stays in it after its
     /// last change. Default 1 h.
     public var viewWindow: Duration = .seconds(3_600)
-    /// Most calls in the status view (oldest forgotten first). Default 100,000.
-    public var viewCapacity = 100_000
+    /// Most bytes of calls in the status view (estimated per call). Default 96 MiB.
+    public var viewBytes = 96 << 20
     /// Longest life of one SSE stream. Default 10 min.
     public var eventStreamLimit: Duration = .seconds(600)
-    /// Optional status webhooks.
-    public var webhook: WebhookConfiguration?
+    /// Open SSE streams per API key, and in all. Defaults 100 and 1,000.
+    public var eventStreamsPerKey = 100
+    public var eventStreams = 1_000
+    /// Bytes of status frames one SSE stream may hold for a slow reader. Default 64 KiB.
+    public var eventStreamBufferBytes = 64 << 10
+    /// Ack tokens are accepted until the ring deadline plus this grace. Default 5 min.
+    public var ackGrace: Duration = .seconds(300)
+    /// Acks per second (burst 2×) per client address and per call. Defaults 50 and 5.
+    public var ackRatePerAddress: Double = 50
+    public var ackRatePerCall: Double = 5
+    /// Most bytes of remembered acks (each answered once per call, device, replay, outcome). Default 8 MiB.
+    public var ackBytes = 8 << 20
+    /// Proxies in front of dispatch whose `X-Forwarded-For` entry is trusted for the client
+    /// address (0: the peer's address). Default 0.
+    public var trustedProxyHops = 0
+    /// Connections open at once (beyond it new ones wait in the backlog). Default 2,048.
+    public var maxConnections = 2_048
+    /// A connection that sends nothing (no request head, or between requests) for this long is
+    /// closed. Default 30 s.
+    public var idleTimeout: Duration = .seconds(30)
+    /// A request body must arrive within this bound (else 408 and the connection closes). Default 10 s.
+    public var bodyTimeout: Duration = .seconds(10)
     /// Problems worth a warning at start (e.g. a secret file other users can read); never secret values.
     public var warnings: [String] = []
     /// How often `/readyz` checks that Kafka answers (a bounded metadata request). Default 5 s.
     public var readinessProbeInterval: Duration = .seconds(5)
-
     /// A configuration with the defaults documented on each property.
     public init(kafka: KafkaConfiguration, apps: Set<String>, apiKeys: [APIKey], ackSecret: [UInt8], instanceID: String = "dispatch") {
         self.kafka = kafka
@@ -57,10 +89,16 @@ public struct DispatchConfiguration: Sendable {
         self.ackSecret = ackSecret
         self.instanceID = instanceID
     }
+
+    /// Secrets (ack secret, key hashes, webhook secrets) are not shown.
+    public var description: String {
+        "DispatchConfiguration(port: \(port), apps: \(apps.sorted()), keys: \(apiKeys.map(\.description)), "
+            + "webhooks: \(webhooks.keys.sorted()), ackSecret: redacted)"
+    }
 }
 
 /// Where and how status webhooks are delivered.
-public struct WebhookConfiguration: Sendable, Hashable {
+public struct WebhookConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// `http://host[:port]/path` (plain HTTP/1.1; put TLS in front with a sidecar or proxy).
     public var url: URL
     /// HMAC-SHA256 key for `X-Callpush-Signature`.
@@ -77,4 +115,6 @@ public struct WebhookConfiguration: Sendable, Hashable {
         self.url = url
         self.secret = secret
     }
+
+    public var description: String { "WebhookConfiguration(\(url.host ?? "?"), secret redacted)" }
 }

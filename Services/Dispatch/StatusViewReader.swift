@@ -16,7 +16,7 @@ public final class StatusViewReader: Service {
     private let statusTopic: String
     private let window: Duration
     private let view: StatusView
-    private let onStatus: @Sendable (CallStatus) -> Void
+    private let onStatus: @Sendable (CallStatus, StatusView.Applied) -> Void
     private let metrics: DispatchMetrics?
     private let logger: Logger
     private let ready = Atomic<Bool>(false)
@@ -27,7 +27,7 @@ public final class StatusViewReader: Service {
 
     public init(kafka: KafkaConfiguration, requestsTopic: String, statusTopic: String, window: Duration, view: StatusView,
                 metrics: DispatchMetrics? = nil, ownOrigin: [UInt8]? = nil, logger: Logger,
-                onStatus: @escaping @Sendable (CallStatus) -> Void = { _ in }) {
+                onStatus: @escaping @Sendable (CallStatus, StatusView.Applied) -> Void = { _, _ in }) {
         self.ownOrigin = ownOrigin
         self.kafka = kafka
         self.requestsTopic = requestsTopic
@@ -116,8 +116,8 @@ public final class StatusViewReader: Service {
         metrics?.viewEvent()
         if message.topic == statusTopic {
             guard let status = try? CallStatus.decode(Data(message.value)) else { return }
-            view.apply(status: status, partition: message.partition)
-            onStatus(status)
+            let applied = view.apply(status: status, partition: message.partition, offset: message.offset)
+            onStatus(status, applied)
         } else if message.topic == requestsTopic {
             if let ownOrigin, message.header(DispatchAPI.originHeader)?.value == ownOrigin { return }
             guard case .ring(let ring)? = try? CallRequest.decode(Data(message.value)) else { return }

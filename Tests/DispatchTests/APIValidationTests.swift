@@ -171,7 +171,8 @@ import Testing
         try await APIHarness.with { h in
             let callId = CallID.make()
             let deviceKey = DeviceKey.make(token: hexToken(8))
-            let token = try AckTokenSigner(secret: testSecret).token(callId: callId, deviceKey: deviceKey)
+            let token = try AckTokenSigner(secret: testSecret).token(callId: callId, deviceKey: deviceKey, replay: 2,
+                                                                     ringDeadline: Date().addingTimeInterval(30))
             let answer = try await h.post("/v1/calls/\(callId)/ack", json([
                 "deviceKey": deviceKey, "ackToken": token, "outcome": "suppressed",
                 "error": ["code": "filteredByDoNotDisturb", "domain": "com.apple.CallKit.error.incomingcall"],
@@ -183,6 +184,7 @@ import Testing
             #expect(status.state == .suppressed)
             #expect(status.error?.code == "filteredByDoNotDisturb")
             #expect(status.worker == "dispatch-test")
+            #expect(status.replay == 2, "the replay generation the token was issued for")
         }
     }
 

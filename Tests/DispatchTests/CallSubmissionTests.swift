@@ -1,4 +1,5 @@
 import CallContract
+import CallpushCore
 import Foundation
 import Testing
 @testable import DispatchService
@@ -84,7 +85,8 @@ import Testing
                                        requestedAt: now, ringDeadline: now.addingTimeInterval(30), maxDurationSeconds: 3600,
                                        attributes: attributes, replay: 0)
                 let event = try CallRequest.ring(ring).encoded()
-                let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token), ackToken: String(repeating: "A", count: 43))
+                let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
+                                          ackToken: String(repeating: "A", count: AckTokenSigner.tokenLength))
                 // The contract's encoder writes the same bytes as `VoIPPayload.encoded()`, without its size limit.
                 let payloadBytes = try ContractCoding.encode(payload).count
                 #expect(payloadBytes <= event.count + CallSubmission.payloadOverheadBound, "size \(size)")
