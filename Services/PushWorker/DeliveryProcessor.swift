@@ -82,7 +82,7 @@ public struct DeliveryProcessor: Sendable {
         }
         switch request {
         case .cancel(let cancel):
-            cancels.cancel(callId: cancel.callId, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
+            cancels.cancel(callId: cancel.scope, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
             logger.info("call cancelled", metadata: ["call.id": "\(cancel.callId)"])
             return .cancelled
         case .ring(let ring):
@@ -115,7 +115,7 @@ public struct DeliveryProcessor: Sendable {
     private func deliver(_ ring: RingRequest, event: InboundEvent) async -> DeliveryResult {
         let deviceKey = DeviceKey.make(token: ring.device.token)
         var status = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app,
-                                state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID)
+                                state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID, tenant: ring.tenant)
         let log = DeliveryLog(logger: logger, ring: ring, deviceKey: deviceKey)
 
         // Dedupe first: a redelivered event whose delivery was already handled (e.g. `sent`) is a
@@ -139,14 +139,14 @@ public struct DeliveryProcessor: Sendable {
         if ring.isExpired(at: now()) {
             return await finish(status, event: event)
         }
-        if cancels.isCancelled(ring.callId) {
+        if cancels.isCancelled(ring) {
             status.state = .cancelled
             return await finish(status, event: event)
         }
 
         let payload: Data
         do {
-            let ackToken = ackTokens.token(callId: ring.callId, deviceKey: deviceKey)
+            let ackToken = ackTokens.token(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay, ringDeadline: ring.ringDeadline)
             payload = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
         } catch {
             return await reject(event, error: error, ring: ring)
@@ -199,7 +199,7 @@ public struct DeliveryProcessor: Sendable {
                 guard await publishDurably(status, partition: event.partition) else { return .handedBack }
                 continue
             case .renewTokenAndRetry, .retry:
-                if cancels.isCancelled(ring.callId) {
+                if cancels.isCancelled(ring) {
                     status.state = .cancelled
                     return await finish(status, event: event)
                 }
@@ -222,7 +222,7 @@ public struct DeliveryProcessor: Sendable {
                     log(.info, "push will be retried", metadata: ["apns.reason": "\(attempt.reason ?? "-")", "retry.delay_ms": "\(Int(delay.seconds * 1000))"])
                     guard await publishDurably(status, partition: event.partition) else { return .handedBack }
                     status.apns = nil
-                    if await cancels.sleep(for: delay, unlessCancelled: ring.callId) {
+                    if await cancels.sleep(for: delay, unlessCancelled: ring.cancelScope) {
                         status.state = .cancelled
                         status.at = now()
                         return await finish(status, event: event)
@@ -268,7 +268,8 @@ public struct DeliveryProcessor: Sendable {
         let status = CallStatus(callId: callId, deviceId: ring?.device.id,
                                 deviceKey: ring.map { DeviceKey.make(token: $0.device.token) }, app: ring?.app,
                                 state: .rejected, attempt: 0, replay: ring?.replay ?? 0, at: now(),
-                                error: .init(code: error.code.rawValue, message: error.description), worker: settings.workerID)
+                                error: .init(code: error.code.rawValue, message: error.description), worker: settings.workerID,
+                                tenant: ring?.tenant)
         guard await publishDurably(status, partition: event.partition) else { return .handedBack }
         return .finished(.rejected)
     }
