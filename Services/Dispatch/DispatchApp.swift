@@ -52,14 +52,21 @@ public final class DispatchApp: Sendable {
         self.boundPort = boundPort
         let metricsPort = BoundPort()
         self.boundMetricsPort = metricsPort
+        let identity: TLSIdentity?
+        do {
+            identity = try configuration.tls.map { try TLSIdentity(files: $0, logger: logger) }
+        } catch {
+            throw DispatchConfigurationError("CALLPUSH_DISPATCH_TLS_CERT_FILE", "the certificate chain and key do not load: \(error)")
+        }
         var services: [any Service] = [producer, reader, reachability]
+        if let identity { services.append(identity) }
         if let webhooks { services.append(webhooks) }
         if let port = configuration.metricsPort {
             services.append(Self.server(router: api.metricsRouter(), host: configuration.metricsHost, port: port,
                                         configuration: configuration, bound: metricsPort, logger: logger))
         }
         services.append(Self.server(router: api.router(), host: configuration.host, port: configuration.port,
-                                    configuration: configuration, bound: boundPort, logger: logger))
+                                    configuration: configuration, tls: identity, bound: boundPort, logger: logger))
         self.services = services
     }
 
@@ -73,15 +80,19 @@ public final class DispatchApp: Sendable {
         await boundMetricsPort.wait()
     }
 
-    /// An HTTP server with dispatch's connection limits: at most `maxConnections` at once, idle
-    /// (or header-less) connections closed after `idleTimeout`, and a response that says
-    /// `Connection: close` closing the connection (an unread body is not drained).
+    /// An HTTP server (HTTPS with `tls`) with dispatch's connection limits: at most
+    /// `maxConnections` at once, idle (or header-less) connections closed after `idleTimeout`, and
+    /// a response that says `Connection: close` closing the connection (an unread body is not drained).
     static func server(router: Router<DispatchRequestContext>, host: String, port: Int, configuration: DispatchConfiguration,
-                       bound: BoundPort, logger: Logger) -> some Service {
-        Application(
+                       tls identity: TLSIdentity? = nil, bound: BoundPort, logger: Logger) -> some Service {
+        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [CloseAfterResponseHandler()],
+                                               idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.seconds * 1e9)))
+        let server: HTTPServerBuilder = identity.map { identity in
+            HTTPServerBuilder { responder in ReloadingTLSChannel(base: HTTP1Channel(responder: responder, configuration: http1), identity: identity) }
+        } ?? .http1(configuration: http1)
+        return Application(
             router: router,
-            server: .http1(configuration: .init(additionalChannelHandlers: [CloseAfterResponseHandler()],
-                                                idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.seconds * 1e9)))),
+            server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: "callpush-dispatch",
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
             onServerRunning: { channel in bound.set(channel.localAddress?.port ?? port) },

@@ -19,6 +19,9 @@ public struct DispatchConfiguration: Sendable, CustomStringConvertible {
     public var host = "0.0.0.0"
     /// Default 8080.
     public var port = 8080
+    /// Serve HTTPS on `port` with these certificate and key files (reloaded when they change);
+    /// nil: plain HTTP, behind a TLS-terminating proxy.
+    public var tls: TLSFiles?
     /// Listen address of `/metrics` (and `/healthz`, `/readyz`); port 0 picks a free port, nil
     /// serves no operations listener. Default none here; the environment's default is 9090
     /// (``DispatchEnvironment``), so an embedding never takes a fixed port by surprise.
@@ -92,8 +95,21 @@ public struct DispatchConfiguration: Sendable, CustomStringConvertible {
 
     /// Secrets (ack secret, key hashes, webhook secrets) are not shown.
     public var description: String {
-        "DispatchConfiguration(port: \(port), apps: \(apps.sorted()), keys: \(apiKeys.map(\.description)), "
+        "DispatchConfiguration(port: \(port), tls: \(tls != nil), apps: \(apps.sorted()), keys: \(apiKeys.map(\.description)), "
             + "webhooks: \(webhooks.keys.sorted()), ackSecret: redacted)"
+    }
+}
+
+/// The certificate chain and private key dispatch serves HTTPS with (PEM files).
+public struct TLSFiles: Sendable, Hashable {
+    public var certificateChain: String
+    public var privateKey: String
+    /// How often the files are checked for a change. Default 30 s.
+    public var reloadInterval: Duration = .seconds(30)
+
+    public init(certificateChain: String, privateKey: String) {
+        self.certificateChain = certificateChain
+        self.privateKey = privateKey
     }
 }
 

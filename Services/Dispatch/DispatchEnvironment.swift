@@ -35,6 +35,16 @@ public enum DispatchEnvironment {
         configuration.host = env["CALLPUSH_DISPATCH_HOST"] ?? configuration.host
         configuration.port = try reader.int("CALLPUSH_DISPATCH_PORT", default: configuration.port, in: 0...65_535)
         configuration.webhooks = keysFile.webhooks
+        switch (env["CALLPUSH_DISPATCH_TLS_CERT_FILE"].flatMap { $0.isEmpty ? nil : $0 }, env["CALLPUSH_DISPATCH_TLS_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 }) {
+        case (nil, nil): break
+        case (let chain?, let key?):
+            reader.auditSecretFile(key, key: "CALLPUSH_DISPATCH_TLS_KEY_FILE")
+            var files = TLSFiles(certificateChain: chain, privateKey: key)
+            files.reloadInterval = .seconds(try reader.int("CALLPUSH_DISPATCH_TLS_RELOAD_SECONDS", default: 30, in: 1...86_400))
+            configuration.tls = files
+        case (nil, _?): throw DispatchConfigurationError("CALLPUSH_DISPATCH_TLS_CERT_FILE", "required with CALLPUSH_DISPATCH_TLS_KEY_FILE")
+        case (_?, nil): throw DispatchConfigurationError("CALLPUSH_DISPATCH_TLS_KEY_FILE", "required with CALLPUSH_DISPATCH_TLS_CERT_FILE")
+        }
         configuration.metricsHost = env["CALLPUSH_DISPATCH_METRICS_HOST"] ?? configuration.metricsHost
         let metricsPort = try reader.int("CALLPUSH_DISPATCH_METRICS_PORT", default: 9090, in: -1...65_535)
         configuration.metricsPort = metricsPort < 0 ? nil : metricsPort

@@ -1,6 +1,7 @@
 import CallpushTestSupport
 import Foundation
 import Testing
+import DispatchService
 
 /// deploy/: every YAML/JSON file parses and the files agree with each other and with the
 /// programs' sources (deploy/tools/check_deploy.py, PyYAML). Docker is not available here, so
@@ -42,5 +43,42 @@ import Testing
         #expect(result.stdout.contains("terminationGracePeriodSeconds (10000 ms) must exceed"))
         #expect(result.stdout.contains("image callpush/pusher:0.1.0 is not built"))
         #expect(result.stdout.contains("metric callpush_worker_dlq_total is not exported"))
+    }
+
+    @Test func exposingMoreThanTheAckRouteOrReadableSecretsIsCaught() async throws {
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("deploy-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: ChildProcess.repositoryRoot.appendingPathComponent("deploy"), to: copy)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let dispatch = copy.appendingPathComponent("kubernetes/dispatch.yaml")
+        try String(contentsOf: dispatch, encoding: .utf8)
+            .replacingOccurrences(of: "          - path: /v1/calls/[0-9a-fA-F-]{36}/ack$", with: "          - path: /v1")
+            .replacingOccurrences(of: "            defaultMode: 0400\n", with: "")
+            .replacingOccurrences(of: "              value: \"9090\"", with: "              value: \"-1\"")
+            .write(to: dispatch, atomically: true, encoding: .utf8)
+        let result = try await check(deploy: copy.path)
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("publishes /v1: only /v1/calls/<id>/ack may face the internet"))
+        #expect(result.stdout.contains("secret volume api-keys needs defaultMode 0400"))
+        #expect(result.stdout.contains("CALLPUSH_DISPATCH_METRICS_PORT must give /metrics its own port"))
+    }
+
+    /// compose's setup writes the backend's plaintext key for the CLI and a keys file holding only
+    /// its hash for dispatch: running those lines gives a file dispatch accepts, for that key.
+    @Test func composeWritesAKeysFileDispatchAcceptsForTheGeneratedKey() async throws {
+        let compose = try String(contentsOf: ChildProcess.repositoryRoot.appendingPathComponent("deploy/compose/compose.yaml"), encoding: .utf8)
+        let lines = compose.components(separatedBy: "\n")
+        let first = try #require(lines.firstIndex { $0.contains("> dispatch-api-key") })
+        let last = try #require(lines.firstIndex { $0.contains("> dispatch-api-keys.json") })
+        let script = lines[first...last].joined(separator: "\n").replacingOccurrences(of: "$$", with: "$")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("compose-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sh = try #require(ChildProcess.findExecutable("sh"))
+        let run = try await ChildProcess.run(sh, ["-c", "cd '\(directory.path)' && " + script], timeout: .seconds(20))
+        #expect(run.status == 0, "\(run.stderr)")
+        let key = try String(contentsOf: directory.appendingPathComponent("dispatch-api-key"), encoding: .utf8)
+        let keys = try APIKeysFile.parse(Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), knownApps: ["demo"]).keys
+        #expect(APIKeyAuthenticator(keys: keys).authenticate(key) != nil, "the CLI's key authenticates against the hash dispatch stores")
+        #expect(!String(decoding: try Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), as: UTF8.self).contains(key))
     }
 }

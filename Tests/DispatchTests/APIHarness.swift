@@ -88,8 +88,10 @@ struct APIHarness {
                                   logger: quietLogger, isReady: { true })
         // The server dispatch itself runs (connection limits, timeouts), on a free port.
         let bound = BoundPort()
-        let app = DispatchApp.server(router: api.router(), host: "127.0.0.1", port: 0, configuration: configuration, bound: bound, logger: quietLogger)
-        let group = ServiceGroup(services: [app], logger: quietLogger)
+        let identity = try configuration.tls.map { try TLSIdentity(files: $0, logger: quietLogger) }
+        let app = DispatchApp.server(router: api.router(), host: "127.0.0.1", port: 0, configuration: configuration, tls: identity,
+                                     bound: bound, logger: quietLogger)
+        let group = ServiceGroup(services: [identity].compactMap { $0 } + [app], logger: quietLogger)
         let running = Task { try await group.run() }
         let port = await bound.wait()
         let harness = APIHarness(api: api, publisher: publisher, port: port, group: group)
