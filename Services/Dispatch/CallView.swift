@@ -73,8 +73,6 @@ public struct CallView: Sendable, Hashable {
     public var partition: Int32?
     /// In the order they were first seen (request order for calls this instance published).
     public var deliveries: [Delivery] = []
-    /// Whether this instance accepted the call.
-    public var acceptedHere = false
     /// The highest SSE event id of its statuses.
     public var lastEventID: Int64 = 0
 

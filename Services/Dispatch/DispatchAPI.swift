@@ -97,7 +97,7 @@ public final class DispatchAPI: Sendable {
             throw error
         }
         let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
-        view.apply(rings: rings, deviceKeys: deviceKeys, partition: partitions.first, acceptedHere: true)
+        view.apply(rings: rings, deviceKeys: deviceKeys, partition: partitions.first)
         let answer = APIModels.Accepted(rings: rings, deviceKeys: deviceKeys).encoded()
         idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: answer)
         logger.debug("call accepted", metadata: [

@@ -25,6 +25,8 @@ public final class DispatchApp: Sendable {
     public let view: StatusView
     /// The Prometheus metrics (`/metrics`).
     public let metrics: DispatchMetrics
+    /// The status webhooks, when any tenant has one.
+    public let webhooks: WebhookSender?
     private let boundPort: BoundPort
     private let boundMetricsPort: BoundPort
 
@@ -34,19 +36,20 @@ public final class DispatchApp: Sendable {
         let view = StatusView(window: configuration.viewWindow, budgetBytes: configuration.viewBytes)
         let producer = try DispatchProducer(kafka: configuration.kafka, publishTimeout: configuration.publishTimeout,
                                             retryAfterSeconds: configuration.retryAfterSeconds, metrics: metrics, logger: logger)
-        let webhooks = configuration.webhook.map { WebhookSender(configuration: $0, metrics: metrics, logger: logger) }
+        let webhooks = configuration.webhooks.isEmpty ? nil
+            : WebhookSender(targets: configuration.webhooks, delivery: configuration.webhookDelivery, kafka: configuration.kafka,
+                            statusTopic: configuration.statusTopic, view: view, metrics: metrics, logger: logger)
         let origin = DispatchAPI.makeOrigin(instanceID: configuration.instanceID)
         let reader = StatusViewReader(kafka: configuration.kafka, requestsTopic: configuration.requestsTopic,
                                       statusTopic: configuration.statusTopic, window: configuration.viewWindow, view: view,
-                                      metrics: metrics, ownOrigin: origin, logger: logger) { status, applied in
-            if let webhooks, applied.acceptedHere { webhooks.enqueue(status) }
-        }
+                                      metrics: metrics, ownOrigin: origin, logger: logger)
         let reachability = KafkaReachability(kafka: configuration.kafka, interval: configuration.readinessProbeInterval, logger: logger)
         let api = try DispatchAPI(configuration: configuration, view: view, publisher: producer, metrics: metrics, logger: logger,
                                   origin: origin, isReady: { reader.isReady && producer.isHealthy && reachability.isReachable },
                                   isViewReady: { reader.isReady })
         self.api = api
         self.view = view
+        self.webhooks = webhooks
         self.metrics = metrics
         let boundPort = BoundPort()
         self.boundPort = boundPort

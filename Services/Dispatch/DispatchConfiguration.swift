@@ -33,8 +33,8 @@ public struct DispatchConfiguration: Sendable, CustomStringConvertible {
     public var apiKeys: [APIKey]
     /// Status webhooks by tenant name.
     public var webhooks: [String: WebhookTarget] = [:]
-    /// Optional status webhooks to one URL for every tenant (the setting before per-tenant webhooks).
-    public var webhook: WebhookConfiguration?
+    /// How status webhooks are delivered (the same for every tenant).
+    public var webhookDelivery = WebhookDelivery()
     /// The ack-token secret shared with the workers (≥ 32 bytes).
     public var ackSecret: [UInt8]
     /// Written into the `worker` field of the `reported` / `suppressed` statuses dispatch publishes.
@@ -113,24 +113,22 @@ public struct TLSFiles: Sendable, Hashable {
     }
 }
 
-/// Where and how status webhooks are delivered.
-public struct WebhookConfiguration: Sendable, Hashable, CustomStringConvertible {
-    /// `http://host[:port]/path` (plain HTTP/1.1; put TLS in front with a sidecar or proxy).
-    public var url: URL
-    /// HMAC-SHA256 key for `X-Callpush-Signature`.
-    public var secret: [UInt8]
-    /// Most statuses waiting for delivery; beyond it new ones are dropped (counted). Default 10,000.
-    public var queueCapacity = 10_000
+/// How status webhooks are delivered (targets are per tenant: ``DispatchConfiguration/webhooks``).
+public struct WebhookDelivery: Sendable, Hashable {
+    /// The consumer group whose committed position on the status topic says what was delivered.
+    /// Default `callpush-dispatch-webhooks`.
+    public var groupID = "callpush-dispatch-webhooks"
+    /// Most bytes of statuses read and not yet delivered; beyond it reading waits. Default 32 MiB.
+    public var queueBytes = 32 << 20
     /// Attempts per status (exponential backoff 200 ms … 10 s). Default 5.
     public var maxAttempts = 5
-    /// Bound on one POST. Default 5 s.
+    /// Bound on connecting, and on one whole POST. Defaults 2 s and 5 s.
+    public var connectTimeout: Duration = .seconds(2)
     public var timeout: Duration = .seconds(5)
+    /// Calls delivered in parallel (each call's statuses in order). Default 16.
+    public var concurrency = 16
+    /// The group's session timeout (how soon a dead instance's partitions move). Default 10 s.
+    public var sessionTimeout: Duration = .seconds(10)
 
-    /// Webhooks to `url`, signed with `secret`.
-    public init(url: URL, secret: [UInt8]) {
-        self.url = url
-        self.secret = secret
-    }
-
-    public var description: String { "WebhookConfiguration(\(url.host ?? "?"), secret redacted)" }
+    public init() {}
 }

@@ -77,18 +77,17 @@ public enum DispatchEnvironment {
         configuration.idleTimeout = .seconds(try reader.int("CALLPUSH_DISPATCH_IDLE_TIMEOUT_SECONDS", default: 30, in: 1...3_600))
         configuration.bodyTimeout = .seconds(try reader.int("CALLPUSH_DISPATCH_BODY_TIMEOUT_SECONDS", default: 10, in: 1...600))
         configuration.readinessProbeInterval = .milliseconds(try reader.int("CALLPUSH_DISPATCH_READINESS_PROBE_MS", default: 5_000, in: 100...600_000))
-        if let text = env["CALLPUSH_DISPATCH_WEBHOOK_URL"], !text.isEmpty {
-            guard let url = URL(string: text), url.scheme == "http", url.host != nil else {
-                throw DispatchConfigurationError("CALLPUSH_DISPATCH_WEBHOOK_URL", "expected http://host[:port]/path")
-            }
-            guard let secret = try reader.secret("CALLPUSH_DISPATCH_WEBHOOK_SECRET"), secret.utf8.count >= 16 else {
-                throw DispatchConfigurationError("CALLPUSH_DISPATCH_WEBHOOK_SECRET_FILE", "required with a webhook URL (at least 16 bytes)")
-            }
-            var webhook = WebhookConfiguration(url: url, secret: Array(secret.utf8))
-            webhook.queueCapacity = try reader.int("CALLPUSH_DISPATCH_WEBHOOK_QUEUE", default: webhook.queueCapacity, in: 1...1_000_000)
-            webhook.maxAttempts = try reader.int("CALLPUSH_DISPATCH_WEBHOOK_ATTEMPTS", default: webhook.maxAttempts, in: 1...100)
-            configuration.webhook = webhook
+        if env["CALLPUSH_DISPATCH_WEBHOOK_URL"].map({ !$0.isEmpty }) == true {
+            throw DispatchConfigurationError("CALLPUSH_DISPATCH_WEBHOOK_URL", "webhooks are per tenant now: set tenants[].webhook in CALLPUSH_DISPATCH_API_KEYS_FILE")
         }
+        var webhooks = WebhookDelivery()
+        webhooks.groupID = env["CALLPUSH_DISPATCH_WEBHOOK_GROUP"].flatMap { $0.isEmpty ? nil : $0 } ?? webhooks.groupID
+        webhooks.queueBytes = try reader.int("CALLPUSH_DISPATCH_WEBHOOK_MIB", default: webhooks.queueBytes >> 20, in: 1...4_096) << 20
+        webhooks.maxAttempts = try reader.int("CALLPUSH_DISPATCH_WEBHOOK_ATTEMPTS", default: webhooks.maxAttempts, in: 1...100)
+        webhooks.concurrency = try reader.int("CALLPUSH_DISPATCH_WEBHOOK_CONCURRENCY", default: webhooks.concurrency, in: 1...1_000)
+        webhooks.timeout = .milliseconds(try reader.int("CALLPUSH_DISPATCH_WEBHOOK_TIMEOUT_MS", default: 5_000, in: 100...120_000))
+        webhooks.connectTimeout = .milliseconds(try reader.int("CALLPUSH_DISPATCH_WEBHOOK_CONNECT_TIMEOUT_MS", default: 2_000, in: 100...60_000))
+        configuration.webhookDelivery = webhooks
         configuration.warnings = reader.warnings
         return configuration
     }

@@ -21,12 +21,6 @@ public final class StatusView: Sendable {
         public var cancel: @Sendable () -> Void
     }
 
-    /// What ``apply(status:partition:offset:)`` did.
-    public struct Applied: Sendable {
-        public var key: CallKey
-        public var changed: Bool
-        public var acceptedHere: Bool
-    }
 
     struct Entry {
         var view: CallView
@@ -143,7 +137,7 @@ public final class StatusView: Sendable {
     ///
     /// `deviceKeys`: the rings' device keys when the caller has them (one SHA-256 per device saved);
     /// computed here otherwise, before the lock is taken.
-    public func apply(rings: [RingRequest], deviceKeys: [String]? = nil, partition: Int32?, acceptedHere: Bool = false) {
+    public func apply(rings: [RingRequest], deviceKeys: [String]? = nil, partition: Int32?) {
         guard let first = rings.first else { return }
         let key = CallKey(tenant: first.tenant, callId: first.callId)
         let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
@@ -153,7 +147,6 @@ public final class StatusView: Sendable {
             for (ring, deviceKey) in zip(rings, keys) where ring.callId == key.callId && ring.tenant == first.tenant {
                 call.apply(ring: ring, deviceKey: deviceKey, partition: partition)
             }
-            if acceptedHere { call.acceptedHere = true }
             state.store(call, at: key, now: time)
             return state.evict(now: time, window: window, budget: budgetBytes)
         }
@@ -162,10 +155,9 @@ public final class StatusView: Sendable {
 
     /// Records a status event (`offset`: its offset on the status partition, the SSE event id;
     /// nil numbers it after the call's latest) and tells the call's subscribers.
-    @discardableResult
-    public func apply(status: CallStatus, partition: Int32?, offset: Int64? = nil) -> Applied {
+    public func apply(status: CallStatus, partition: Int32?, offset: Int64? = nil) {
         let time = now()
-        let (applied, notify, complete, eventID, ended) = state.withLock { state in
+        let (notify, complete, eventID, ended) = state.withLock { state in
             let key = state.route(status)
             var call = state.calls[key]?.view ?? CallView(callId: status.callId, tenant: status.tenant)
             let eventID = offset ?? call.lastEventID + 1
@@ -173,16 +165,15 @@ public final class StatusView: Sendable {
             state.store(call, at: key, now: time)
             let ended = state.evict(now: time, window: window, budget: budgetBytes)
             let notify = changed ? Array((state.subscribers[key] ?? [:]).values) : []
-            return (Applied(key: key, changed: changed, acceptedHere: call.acceptedHere), notify, call.isComplete, eventID, ended)
+            return (notify, call.isComplete, eventID, ended)
         }
         for buffer in ended { buffer.finish(complete: false) }
-        guard !notify.isEmpty else { return applied }
+        guard !notify.isEmpty else { return }
         let frame = Self.frame(id: eventID, status: status)
         for buffer in notify {
             buffer.push(frame)
             if complete { buffer.finish(complete: true) }
         }
-        return applied
     }
 
     /// Subscribes to a call's changes; nil when the call is unknown. `after`: the client's

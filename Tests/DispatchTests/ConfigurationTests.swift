@@ -54,7 +54,8 @@ import Testing
         #expect(configuration.limits.ringTimeoutSeconds == 1...120)
         #expect(configuration.limits.defaultRingTimeoutSeconds == 30)
         #expect(configuration.requestsTopic == Topics.requests)
-        #expect(configuration.webhook == nil)
+        #expect(configuration.webhooks.isEmpty)
+        #expect(configuration.webhookDelivery.groupID == "callpush-dispatch-webhooks")
     }
 
     @Test(arguments: [
@@ -64,8 +65,9 @@ import Testing
         ("CALLPUSH_DISPATCH_PUBLISH_TIMEOUT_MS", "fast", "CALLPUSH_DISPATCH_PUBLISH_TIMEOUT_MS"),
         ("CALLPUSH_DISPATCH_API_KEYS_FILE", "/nonexistent", "CALLPUSH_DISPATCH_API_KEYS_FILE"),
         ("CALLPUSH_APPS_FILE", "/nonexistent", "CALLPUSH_APPS_FILE"),
-        ("CALLPUSH_DISPATCH_WEBHOOK_URL", "ftp://x", "CALLPUSH_DISPATCH_WEBHOOK_URL"),
-        ("CALLPUSH_DISPATCH_WEBHOOK_URL", "http://hooks.example/callpush", "CALLPUSH_DISPATCH_WEBHOOK_SECRET_FILE"),
+        ("CALLPUSH_DISPATCH_WEBHOOK_URL", "https://hooks.example/callpush", "CALLPUSH_DISPATCH_WEBHOOK_URL"),
+        ("CALLPUSH_DISPATCH_TLS_CERT_FILE", "/etc/chain.pem", "CALLPUSH_DISPATCH_TLS_KEY_FILE"),
+        ("CALLPUSH_DISPATCH_MAX_BODY_BYTES", "1048576", "CALLPUSH_DISPATCH_MAX_BODY_BYTES"),
     ])
     func badValueIsRefusedNamingTheKey(key: String, value: String, named: String) throws {
         var env = try Self.environment()
