@@ -127,6 +127,16 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         for (index, device) in devices.enumerated() where !seen.insert(device.token).inserted {
             throw DispatchProblem.invalid("devices[\(index)].token", "the same token appears twice")
         }
+        // What CallKit shows must not be spoofable: the contract refuses control characters, the
+        // API also bidi controls and invisible characters (zero-width joiners stay: emoji use them).
+        for (field, text) in [("caller.handle", caller.handle), ("caller.displayName", caller.displayName)] {
+            if let text, text.unicodeScalars.contains(where: Self.isSpoofing) {
+                throw DispatchProblem.invalid(field, Self.spoofingDetail)
+            }
+        }
+        for (key, value) in attributes where (key + value).unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw DispatchProblem.invalid("attributes.\(key.prefix(64))", Self.controlDetail)
+        }
         let timeout = ringTimeoutSeconds ?? limits.defaultRingTimeoutSeconds
         guard limits.ringTimeoutSeconds.contains(timeout) else {
             throw DispatchProblem.invalid("ringTimeoutSeconds",
@@ -145,6 +155,23 @@ public struct CallSubmission: Sendable, Hashable, Codable {
             throw DispatchProblem.invalid("app", "unknown app \"\(app.prefix(64))\"", code: .unknownApp)
         }
         return rings
+    }
+
+    /// Whether `problem` comes from a rule of the API alone (stricter than the event contract).
+    static func apiOnlyRule(_ problem: DispatchProblem) -> Bool {
+        problem.detail.hasSuffix(spoofingDetail) || (problem.field?.hasPrefix("attributes.") == true && problem.detail.hasSuffix(controlDetail))
+    }
+
+    static let spoofingDetail = "contains bidirectional or invisible formatting characters"
+    static let controlDetail = "contains control characters"
+
+    /// Bidi controls (which reorder what is shown) and invisible characters (zero-width space,
+    /// word joiner, BOM, Mongolian vowel separator).
+    static func isSpoofing(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x200B, 0x2060...0x2064, 0xFEFF, 0x180E: true
+        default: false
+        }
     }
 
     /// Runs the contract's rules over the event and the VoIP payload size check; returns the

@@ -23,6 +23,8 @@ public final class DispatchAPI: Sendable {
     let rateLimiter: RateLimiter
     let ackLimiterPerAddress: KeyedRateLimiter
     let ackLimiterPerCall: KeyedRateLimiter
+    /// Rings per device (app + device key), against harassment through any key.
+    let ringLimiterPerDevice: KeyedRateLimiter
     let streams: StreamSlots
     let authenticator: APIKeyAuthenticator
     let ackTokens: AckTokenSigner
@@ -58,6 +60,8 @@ public final class DispatchAPI: Sendable {
         self.rateLimiter = RateLimiter()
         self.ackLimiterPerAddress = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerAddress, burst: 2 * configuration.ackRatePerAddress)
         self.ackLimiterPerCall = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerCall, burst: 2 * configuration.ackRatePerCall)
+        self.ringLimiterPerDevice = KeyedRateLimiter(ratePerSecond: configuration.ringsPerDevicePerMinute / 60,
+                                                     burst: configuration.ringsPerDevicePerMinute)
         self.streams = StreamSlots(perKey: configuration.eventStreamsPerKey, total: configuration.eventStreams)
         self.authenticator = APIKeyAuthenticator(keys: configuration.apiKeys)
         self.ackTokens = try AckTokenSigner(secret: configuration.ackSecret)
@@ -85,6 +89,14 @@ public final class DispatchAPI: Sendable {
         case .replay(let stored): return Self.json(.accepted, stored, location: "/v1/calls/\(callId)")
         case .proceed: break
         }
+        let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
+        for (index, deviceKey) in deviceKeys.enumerated() {
+            if let wait = ringLimiterPerDevice.acquire(submission.app + "/" + deviceKey) {
+                idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: nil)
+                metrics.deviceRateLimited()
+                throw DispatchProblem.deviceRateLimited(field: "devices[\(index)].token", retryAfter: wait)
+            }
+        }
         let records = events.map { event in
             KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event.encoded),
                                 headers: [KafkaHeader(key: Self.originHeader, value: origin)])
@@ -96,7 +108,6 @@ public final class DispatchAPI: Sendable {
             idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: nil)
             throw error
         }
-        let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
         view.apply(rings: rings, deviceKeys: deviceKeys, partition: partitions.first)
         let answer = APIModels.Accepted(rings: rings, deviceKeys: deviceKeys).encoded()
         idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: answer)

@@ -65,6 +65,9 @@ public struct DispatchConfiguration: Sendable, CustomStringConvertible {
     public var eventStreamBufferBytes = 64 << 10
     /// Ack tokens are accepted until the ring deadline plus this grace. Default 5 min.
     public var ackGrace: Duration = .seconds(300)
+    /// Rings per minute of one device (app and token), whatever the key, with a burst of as many.
+    /// Default 30.
+    public var ringsPerDevicePerMinute: Double = 30
     /// Acks per second (burst 2×) per client address and per call. Defaults 50 and 5.
     public var ackRatePerAddress: Double = 50
     public var ackRatePerCall: Double = 5

@@ -70,6 +70,7 @@ public enum DispatchEnvironment {
                                                               in: 4...16_384) << 10
         configuration.ackGrace = .seconds(try reader.int("CALLPUSH_DISPATCH_ACK_GRACE_SECONDS", default: 300, in: 0...3_600))
         configuration.ackRatePerAddress = Double(try reader.int("CALLPUSH_DISPATCH_ACK_RATE_PER_ADDRESS", default: 50, in: 1...1_000_000))
+        configuration.ringsPerDevicePerMinute = Double(try reader.int("CALLPUSH_DISPATCH_RINGS_PER_DEVICE_PER_MINUTE", default: 30, in: 1...100_000))
         configuration.ackRatePerCall = Double(try reader.int("CALLPUSH_DISPATCH_ACK_RATE_PER_CALL", default: 5, in: 1...10_000))
         configuration.ackBytes = try reader.int("CALLPUSH_DISPATCH_ACK_MIB", default: configuration.ackBytes >> 20, in: 1...4_096) << 20
         configuration.trustedProxyHops = try reader.int("CALLPUSH_DISPATCH_TRUSTED_PROXY_HOPS", default: 0, in: 0...10)

@@ -18,6 +18,7 @@ public final class DispatchMetrics: Sendable {
     private let viewEvents: Counter
     private let viewBytes: Gauge
     private let acksRepeated: Counter
+    private let ringsDeviceLimited: Counter
 
     /// Creates the metrics in `registry`.
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -27,6 +28,8 @@ public final class DispatchMetrics: Sendable {
         sseStreams = registry.makeGauge(descriptor: Self.name("sse_streams", "", "Open SSE streams."), labels: [])
         viewEvents = registry.makeCounter(descriptor: Self.name("view_events", "total", "Events read into the status view."), labels: [])
         viewBytes = registry.makeGauge(descriptor: Self.name("view", "bytes", "Estimated bytes of the calls in the status view."), labels: [])
+        ringsDeviceLimited = registry.makeCounter(descriptor: Self.name("rings_device_limited", "total", "Rings refused because the device was rung too often."),
+                                                  labels: [])
         acksRepeated = registry.makeCounter(descriptor: Self.name("acks_repeated", "total", "Acks answered again without writing (a repeat of one already reported)."),
                                             labels: [])
     }
@@ -61,6 +64,7 @@ public final class DispatchMetrics: Sendable {
     func viewEvent() { viewEvents.increment() }
     func setViewBytes(_ bytes: Int) { viewBytes.set(to: Double(bytes)) }
     func ackRepeated() { acksRepeated.increment() }
+    func deviceRateLimited() { ringsDeviceLimited.increment() }
 
     /// An ack refused before anything was written; `reason` is one of a fixed few (bad-token, expired, rate-limited).
     func ackRefused(reason: String) {

@@ -38,6 +38,7 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
         public static let bodyTimeout: Code = "body-timeout"
         public static let unreadableBody: Code = "unreadable-body"
         public static let tooManyStreams: Code = "too-many-streams"
+        public static let deviceRateLimited: Code = "device-rate-limited"
     }
 
     /// Stable machine-readable code (the end of `type`).
@@ -144,6 +145,12 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
         DispatchProblem(.tooManyStreams, status: total ? 503 : 429, title: "Too many event streams",
                         detail: total ? "this instance serves its most event streams" : "this API key has its most event streams open",
                         retryAfter: retryAfter)
+    }
+
+    /// 429 with `Retry-After`: this device was rung too often.
+    public static func deviceRateLimited(field: String, retryAfter: Int) -> DispatchProblem {
+        DispatchProblem(.deviceRateLimited, status: 429, title: "Device rung too often",
+                        detail: "\(field): this device was rung too often; retry later", field: field, retryAfter: retryAfter)
     }
 
     /// 429 for acks with `Retry-After`.

@@ -23,21 +23,29 @@ import DispatchService
         #expect(result.stdout.contains(": OK"))
     }
 
-    @Test func aBrokenReferenceIsCaught() async throws {
+    /// Runs the check on a copy of deploy/ with `edits` (file → replacements) applied.
+    func checkEdited(_ edits: [String: [(String, String)]]) async throws -> ChildProcess.Output {
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent("deploy-\(UUID().uuidString)")
         try FileManager.default.copyItem(at: ChildProcess.repositoryRoot.appendingPathComponent("deploy"), to: copy)
         defer { try? FileManager.default.removeItem(at: copy) }
-        let worker = copy.appendingPathComponent("kubernetes/push-worker.yaml")
-        try String(contentsOf: worker, encoding: .utf8)
-            .replacingOccurrences(of: "CALLPUSH_MAX_IN_FLIGHT", with: "CALLPUSH_MAX_INFLIGHT")
-            .replacingOccurrences(of: "terminationGracePeriodSeconds: 45", with: "terminationGracePeriodSeconds: 10")
-            .replacingOccurrences(of: "image: callpush/push-worker:0.1.0", with: "image: callpush/pusher:0.1.0")
-            .write(to: worker, atomically: true, encoding: .utf8)
-        let alerts = copy.appendingPathComponent("prometheus/callpush-alerts.yaml")
-        try String(contentsOf: alerts, encoding: .utf8)
-            .replacingOccurrences(of: "callpush_worker_dead_letters_total", with: "callpush_worker_dlq_total")
-            .write(to: alerts, atomically: true, encoding: .utf8)
-        let result = try await check(deploy: copy.path)
+        for (file, replacements) in edits {
+            let url = copy.appendingPathComponent(file)
+            var text = try String(contentsOf: url, encoding: .utf8)
+            for (old, new) in replacements { text = text.replacingOccurrences(of: old, with: new) }
+            try text.write(to: url, atomically: true, encoding: .utf8)
+        }
+        return try await check(deploy: copy.path)
+    }
+
+    @Test func aBrokenReferenceIsCaught() async throws {
+        let result = try await checkEdited([
+            "kubernetes/push-worker.yaml": [
+                ("CALLPUSH_MAX_IN_FLIGHT", "CALLPUSH_MAX_INFLIGHT"),
+                ("terminationGracePeriodSeconds: 45", "terminationGracePeriodSeconds: 10"),
+                ("image: callpush/push-worker:0.1.0", "image: callpush/pusher:0.1.0"),
+            ],
+            "prometheus/callpush-alerts.yaml": [("callpush_worker_dead_letters_total", "callpush_worker_dlq_total")],
+        ])
         #expect(result.status == 1)
         #expect(result.stdout.contains("CALLPUSH_MAX_INFLIGHT is not read by any program"))
         #expect(result.stdout.contains("terminationGracePeriodSeconds (10000 ms) must exceed"))
@@ -46,16 +54,11 @@ import DispatchService
     }
 
     @Test func exposingMoreThanTheAckRouteOrReadableSecretsIsCaught() async throws {
-        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("deploy-\(UUID().uuidString)")
-        try FileManager.default.copyItem(at: ChildProcess.repositoryRoot.appendingPathComponent("deploy"), to: copy)
-        defer { try? FileManager.default.removeItem(at: copy) }
-        let dispatch = copy.appendingPathComponent("kubernetes/dispatch.yaml")
-        try String(contentsOf: dispatch, encoding: .utf8)
-            .replacingOccurrences(of: "          - path: /v1/calls/[0-9a-fA-F-]{36}/ack$", with: "          - path: /v1")
-            .replacingOccurrences(of: "            defaultMode: 0400\n", with: "")
-            .replacingOccurrences(of: "              value: \"9090\"", with: "              value: \"-1\"")
-            .write(to: dispatch, atomically: true, encoding: .utf8)
-        let result = try await check(deploy: copy.path)
+        let result = try await checkEdited(["kubernetes/dispatch.yaml": [
+            ("          - path: /v1/calls/[0-9a-fA-F-]{36}/ack$", "          - path: /v1"),
+            ("            defaultMode: 0400\n", ""),
+            ("              value: \"9090\"", "              value: \"-1\""),
+        ]])
         #expect(result.status == 1)
         #expect(result.stdout.contains("publishes /v1: only /v1/calls/<id>/ack may face the internet"))
         #expect(result.stdout.contains("secret volume api-keys needs defaultMode 0400"))

@@ -70,6 +70,7 @@ func testConfiguration(kafka: KafkaConfiguration = KafkaConfiguration(bootstrapS
     configuration.metricsPort = 0
     configuration.limits.maxBodyBytes = 16 * 1024
     configuration.eventStreamLimit = .seconds(5)
+    configuration.ringsPerDevicePerMinute = 100_000  // tests ring the same token often; DeviceRateLimitTests checks the limit
     return configuration
 }
 

@@ -51,8 +51,10 @@ import Testing
                 accepted += 1
             case .failure(let error):
                 // Refused: the same event, encoded anyway, is refused by the worker's decoder too
-                // (payload-size refusals excepted: those decode, and only the push would be too big).
-                guard error.code != .payloadTooLarge else { continue }
+                // (payload-size refusals excepted: those decode, and only the push would be too big;
+                // and the API's own stricter rules: spoofing characters in the caller, control
+                // characters in attributes — the worker still takes such events from other producers).
+                guard error.code != .payloadTooLarge, !CallSubmission.apiOnlyRule(error) else { continue }
                 let ring = RingRequest(callId: CallID.make(), app: submission.app, device: submission.devices[0], caller: submission.caller,
                                        requestedAt: ContractCoding.truncatedToMilliseconds(now),
                                        ringDeadline: ContractCoding.truncatedToMilliseconds(now).addingTimeInterval(30),
