@@ -12,9 +12,9 @@ extension DispatchAPI {
     /// - a small body limit (`limits.ackMaxBodyBytes`) and a bounded `error` (``CallAck/Limits``);
     /// - the token expires at the ring deadline plus `ackGrace` and names its replay generation;
     /// - one status per (call, device, replay, outcome): a repeat gets the same answer and writes nothing.
-    func ack(_ request: Request, callId: String, client: String) async throws(DispatchProblem) -> Response {
+    func ack(_ request: Request, callId: String, client: String, channel: (any Channel)? = nil) async throws(DispatchProblem) -> Response {
         if let wait = ackLimiterPerAddress.acquire(client) { throw refusedAck("rate-limited", .ackRateLimited(retryAfter: wait)) }
-        let body = try await collect(request, limit: configuration.limits.ackMaxBodyBytes)
+        let body = try await collect(request, limit: configuration.limits.ackMaxBodyBytes, channel: channel)
         let ack: CallAck
         do {
             ack = try CallAck.decode(body)

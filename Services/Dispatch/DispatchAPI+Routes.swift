@@ -37,17 +37,17 @@ extension DispatchAPI {
         let router = Router(context: DispatchRequestContext.self)
         // Before the routes: middleware wraps only the responders added after it.
         router.add(middleware: UnmatchedRouteMiddleware())
-        router.post("/v1/calls") { request, _ in
+        router.post("/v1/calls") { request, context in
             await self.answer("POST /v1/calls", request) { () async throws(DispatchProblem) -> (Response, String?) in
                 let key = try self.authorize(request)
-                return (try await self.ring(request, key: key), key.name)
+                return (try await self.ring(request, key: key, channel: context.channel), key.name)
             }
         }
         router.delete("/v1/calls/:callId") { request, context in
             await self.answer("DELETE /v1/calls/{callId}", request) { () async throws(DispatchProblem) -> (Response, String?) in
                 let key = try self.authorize(request)
                 let callId = try Self.validCallId(context.parameters.get("callId"))
-                return (try await self.cancel(request, key: key, callId: callId), key.name)
+                return (try await self.cancel(request, key: key, callId: callId, channel: context.channel), key.name)
             }
         }
         router.get("/v1/calls/:callId") { request, context in
@@ -68,7 +68,7 @@ extension DispatchAPI {
                 let callId = try Self.validCallId(context.parameters.get("callId"))
                 let client = Self.clientAddress(peer: context.peerAddress, forwardedFor: request.headers[values: .xForwardedFor],
                                                 trustedProxyHops: self.configuration.trustedProxyHops)
-                return (try await self.ack(request, callId: callId, client: client), nil)
+                return (try await self.ack(request, callId: callId, client: client, channel: context.channel), nil)
             }
         }
         addProbes(to: router)

@@ -7,7 +7,8 @@ import Kafka
 ///
 /// The byte budgets' defaults fit the shipped pod limit (512 MiB, deploy/kubernetes/dispatch.yaml)
 /// with room for the runtime and librdkafka: view 96 MiB + idempotency 32 MiB + acks 8 MiB + SSE
-/// 1,000 streams × 64 KiB + webhooks 32 MiB ≈ 230 MiB.
+/// 1,000 streams × 64 KiB + webhooks 32 MiB + three rate-limit tables (client address, call,
+/// device) of at most 100,000 entries each (about 15 MiB each) ≈ 275 MiB.
 public struct DispatchConfiguration: Sendable, CustomStringConvertible {
     /// Brokers, client id and any librdkafka property.
     public var kafka: KafkaConfiguration

@@ -1,6 +1,7 @@
 import CallContract
 import Foundation
 import Testing
+import Locking
 @testable import DispatchService
 
 /// The stores that grow with outside input are bounded in bytes: filled past capacity with the
@@ -78,5 +79,18 @@ import Testing
             #expect(store.bytes <= store.budgetBytes)
         }
         #expect(store.count > 100)
+    }
+
+    @Test func rateLimitTablesKeepTheirMostRecentKeysWithinTheirCapacity() {
+        let clock = Locked(0.0)
+        let limiter = KeyedRateLimiter(ratePerSecond: 1, burst: 1, capacity: 1_000, now: { clock.withLock { $0 } })
+        #expect(limiter.acquire("busy") == nil)
+        for index in 0..<10_000 {
+            clock.withLock { $0 += 0.001 }
+            _ = limiter.acquire("address-\(index)")
+            if index % 100 == 0 { _ = limiter.acquire("busy") }
+        }
+        #expect(limiter.count <= 1_000)
+        #expect(limiter.acquire("busy") != nil, "a key in use is not forgotten (its bucket is still empty)")
     }
 }
