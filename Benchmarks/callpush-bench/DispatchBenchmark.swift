@@ -1,3 +1,4 @@
+import APNsSimulator
 import ArgumentParser
 import CallContract
 import DispatchService
@@ -10,7 +11,9 @@ import ServiceLifecycle
 /// callId, Kafka acknowledgement included) against the same server's `/healthz` (the HTTP
 /// framework's ceiling here), then POST again with fewer connections at about half of the
 /// saturation rate for the p99/p50 ratio (wrk is closed-loop: fewer connections stand in for a
-/// lower offered rate).
+/// lower offered rate). The key belongs to a tenant limited to the rung app, and every limit
+/// (connections, timeouts, byte budgets, ack limits) is at its default; `--tls` serves HTTPS with a
+/// generated certificate (dispatch's own TLS, as `CALLPUSH_DISPATCH_TLS_*_FILE` sets it up).
 struct DispatchBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dispatch", abstract: "dispatch POST /v1/calls vs /healthz with wrk (prints figures).")
@@ -19,6 +22,7 @@ struct DispatchBenchmark: AsyncParsableCommand {
     @Option(help: "wrk connections of the saturation runs.") var connections = 64
     @Option(help: "wrk threads.") var threads = 2
     @Option(help: "Partitions of the requests and status topics.") var partitions = 6
+    @Flag(help: "Serve HTTPS (a generated certificate) instead of plain HTTP.") var tls = false
 
     struct WrkResult {
         var rate: Double
@@ -36,19 +40,30 @@ struct DispatchBenchmark: AsyncParsableCommand {
         let key = APIKey.generatePlaintext()
         var configuration = DispatchConfiguration(
             kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "bench"), apps: ["rider"],
-            apiKeys: [APIKey(name: "bench", plaintext: key, ratePerSecond: 1_000_000)],
+            apiKeys: [APIKey(name: "bench", plaintext: key, ratePerSecond: 1_000_000, tenant: "bench", apps: ["rider"])],
             ackSecret: Array(repeating: 7, count: 32), instanceID: "dispatch-bench")
         configuration.host = "127.0.0.1"
         configuration.port = 0
+        let certificates = FileManager.default.temporaryDirectory.appendingPathComponent("dispatch-bench-tls-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: certificates) }
+        if tls {
+            let identity = try GeneratedTLSIdentity.generate()
+            try FileManager.default.createDirectory(at: certificates, withIntermediateDirectories: true)
+            let chain = certificates.appendingPathComponent("chain.pem"), privateKey = certificates.appendingPathComponent("key.pem")
+            try Data(identity.certificateChainPEM.utf8).write(to: chain)
+            try Data(identity.privateKeyPEM.utf8).write(to: privateKey)
+            configuration.tls = TLSFiles(certificateChain: chain.path, privateKey: privateKey.path)
+        }
         let app = try DispatchApp(configuration: configuration, logger: logger)
         let group = ServiceGroup(services: app.services, logger: logger)
         let running = Task { try await group.run() }
         let port = await app.port()
         let script = try writeScript(key: key)
         defer { try? FileManager.default.removeItem(atPath: script) }
-        let base = "http://127.0.0.1:\(port)"
+        let base = "\(tls ? "https" : "http")://127.0.0.1:\(port)"
 
-        print("callpush-bench dispatch: wrk \(seconds) s per run, \(threads) threads, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(partitions) partitions")
+        print("callpush-bench dispatch: wrk \(seconds) s per run, \(threads) threads, \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+              + "\(partitions) partitions, \(tls ? "HTTPS (dispatch's TLS)" : "plain HTTP"), tenant-scoped key, default limits")
         _ = try await wrk(url: base + "/v1/calls", connections: 8, seconds: 2, script: script)  // warm up: metadata, connections
         print("run                               req/s    p50 ms    p99 ms   non-2xx")
         let healthz = try await wrk(url: base + "/healthz", connections: connections, seconds: seconds, script: nil)
@@ -99,13 +114,20 @@ struct DispatchBenchmark: AsyncParsableCommand {
           next_id = next_id + 1
           thread:set("thread_id", next_id)
         end
+        -- Seeded per run and thread: unseeded, every run would repeat the previous run's call ids,
+        -- and the repeats would be answered from the idempotency store without reaching Kafka.
+        function init(args)
+          math.randomseed(os.time() * 1000 + thread_id * 7919 + math.floor(os.clock() * 1000000))
+        end
         wrk.method = "POST"
         wrk.headers["Content-Type"] = "application/json"
         wrk.headers["Authorization"] = "Bearer \(key)"
         request = function()
           counter = counter + 1
           local id = string.format("%08x-%04x-4000-8000-%012x", math.random(0, 0x7fffffff), thread_id, counter)
-          local body = '{"callId":"' .. id .. '","app":"rider","devices":[{"token":"' .. string.rep("ab", 32) ..
+          -- A device per request (rings of one device are rate-limited, as a harassment guard).
+          local token = string.format("%08x%08x", thread_id, counter) .. string.rep("ab", 28)
+          local body = '{"callId":"' .. id .. '","app":"rider","devices":[{"token":"' .. token ..
             '","environment":"sandbox"}],"caller":{"handle":"driver-1","displayName":"Driver"},"attributes":{"rideId":"R-1"}}'
           return wrk.format(nil, nil, nil, body)
         end

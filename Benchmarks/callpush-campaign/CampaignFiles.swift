@@ -45,7 +45,10 @@ struct CampaignFiles: Sendable {
             try Self.writeSecret(String(decoding: try JSONSerialization.data(withJSONObject: apps), as: UTF8.self), to: appsFiles[index])
         }
         let hash = SHA256.hash(data: Array(apiKey.utf8)).map { String(format: "%02x", $0) }.joined()
-        let keys: [[String: Any]] = [["name": "campaign", "sha256": hash, "ratePerSecond": 10_000, "burst": 20_000]]
+        let keys: [String: Any] = ["tenants": [[
+            "name": "campaign", "apps": [Self.app],
+            "keys": [["name": "campaign", "sha256": hash, "ratePerSecond": 10_000, "burst": 20_000]],
+        ]]]
         try Self.writeSecret(String(decoding: try JSONSerialization.data(withJSONObject: keys), as: UTF8.self), to: apiKeysFile)
     }
 

@@ -94,6 +94,7 @@ final class Stack: Sendable {
         environment["CALLPUSH_DISPATCH_HOST"] = "127.0.0.1"
         environment["CALLPUSH_DISPATCH_PORT"] = "\(dispatchPort)"
         environment["CALLPUSH_DISPATCH_ID"] = "dispatch-1"
+        environment["CALLPUSH_DISPATCH_METRICS_PORT"] = "-1"  // the campaign reads no dispatch metrics; no fixed port to collide
         environment["CALLPUSH_DISPATCH_PUBLISH_TIMEOUT_MS"] = "3000"
         let process = try launch("dispatch", program: "dispatch", arguments: [], environment: environment)
         try await http.waitUntilOK("\(dispatchURL)/readyz", timeout: .seconds(60)) { process.exit == nil }

@@ -2,6 +2,7 @@ import APNsSimulator
 import CallContract
 import Foundation
 import Locking
+import DispatchService
 
 /// `callpush dev --demo`: rings four calls through dispatch's HTTP API, each meeting a different
 /// fate, and prints every status change live as dispatch streams it (Server-Sent Events):
@@ -107,16 +108,13 @@ struct DevDemo {
 
     /// Waits (in dispatch's view) for the call's first `retrying` status, then cancels it through the API.
     private func cancelAfterFirstRetry(callId: String, http: HTTPExchange, auth: [(String, String)]) async throws {
-        guard let subscription = stack.dispatch.view.subscribe(callId) else { throw DevStackError("call \(callId) unknown to dispatch") }
-        defer { subscription.cancel() }
-        if !subscription.initial.contains(where: { $0.state == .retrying }) {
-            waiting: for await event in subscription.events {
-                switch event {
-                case .status(let status) where status.state == .retrying: break waiting
-                case .complete: return
-                default: continue
-                }
-            }
+        let key = CallKey(tenant: DevStack.tenant, callId: callId)
+        let deadline = ContinuousClock.now + .seconds(30)
+        waiting: while ContinuousClock.now < deadline {
+            guard let call = stack.dispatch.view.call(key) else { throw DevStackError("call \(callId) unknown to dispatch") }
+            if call.isComplete { return }
+            if call.deliveries.contains(where: { $0.state == CallStatus.State.retrying.rawValue }) { break waiting }
+            try await Task.sleep(for: .milliseconds(20))
         }
         let answer = try await http.send(.DELETE, "/v1/calls/\(callId)", headers: auth + [("Content-Type", "application/json")],
                                          body: Array(#"{"reason":"rider cancelled"}"#.utf8))

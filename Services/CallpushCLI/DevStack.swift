@@ -3,6 +3,9 @@ import APNsSimulator
 import CallContract
 import CallpushCore
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Kafka
 import Logging
 import PushWorker
@@ -50,6 +53,8 @@ public struct DevStack: Sendable {
     /// Kafka client settings for the embedded cluster: librdkafka's mock broker holds a fetch with
     /// no data for `fetch.wait.max.ms` and does not answer early when data arrives, so a short wait
     /// keeps rings and statuses prompt (a real broker answers as soon as data arrives).
+    /// The tenant of the dev stack's one API key.
+    public static let tenant = "dev"
     public static let embeddedKafkaProperties = ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "2000"]
 
     public static func start(_ options: Options, logger: Logger) async throws -> DevStack {
@@ -66,8 +71,9 @@ public struct DevStack: Sendable {
         let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
         try await simulator.start()
 
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callpush-dev-\(getpid())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // A fresh private directory (mkdtemp: unpredictable name, mode 0700): the CA written here
+        // may be trusted by the user, so nobody else may have put it there or swap it later.
+        let directory = try Self.privateDirectory(prefix: "callpush-dev-")
         let caPath = directory.appendingPathComponent("simulator-ca.pem").path
         try simulator.writeCACertificate(to: caPath)
 
@@ -95,13 +101,23 @@ public struct DevStack: Sendable {
 
         let apiKey = "cpdev_" + randomHex(bytes: 24)
         var dispatchConfiguration = DispatchConfiguration(
-            kafka: kafka, apps: [options.app], apiKeys: [APIKey(name: "dev", plaintext: apiKey, ratePerSecond: 1_000)],
+            kafka: kafka, apps: [options.app], apiKeys: [APIKey(name: "dev", plaintext: apiKey, ratePerSecond: 1_000, tenant: Self.tenant)],
             ackSecret: secret, instanceID: "dev-dispatch")
         dispatchConfiguration.host = options.dispatchHost
         dispatchConfiguration.port = options.dispatchPort
         let dispatch = try DispatchApp(configuration: dispatchConfiguration, logger: logger)
         return DevStack(options: options, cluster: cluster, simulator: simulator, client: client, workers: workers,
                         dispatch: dispatch, apiKey: apiKey, caPath: caPath)
+    }
+
+    /// A new directory under the temporary directory, made with `mkdtemp` (mode 0700, fails rather
+    /// than reuse an existing one).
+    static func privateDirectory(prefix: String) throws -> URL {
+        var template = Array(FileManager.default.temporaryDirectory.appendingPathComponent(prefix + "XXXXXX").path.utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw DevStackError("cannot create a private temporary directory (errno \(errno))")
+        }
+        return URL(fileURLWithPath: String(cString: made))
     }
 
     static func randomHex(bytes count: Int) -> String {
@@ -184,9 +200,20 @@ public struct DevState: Codable, Sendable, Equatable {
     public var app: String
     public var workers: Int
 
+    /// Writes the state (it holds the dev API key) readable by its owner only: a temporary file
+    /// created 0600 next to `path`, then renamed over it.
     func write(to path: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
+        let data = try encoder.encode(self)
+        let temporary = path + ".tmp-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC, 0o600)
+        guard fd >= 0 else { throw DevStackError("cannot create \(temporary) (errno \(errno))") }
+        let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == data.count, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw DevStackError("cannot write \(path) (errno \(errno))")
+        }
     }
 }

@@ -2,7 +2,8 @@ import Crypto
 import Foundation
 
 /// A backend API key as dispatch stores it: a name (for logs and metrics), the SHA-256 of the
-/// key, and its rate limit. The plaintext key is never kept.
+/// key, its rate limit, the tenant it belongs to and the apps it may ring. The plaintext key is
+/// never kept.
 public struct APIKey: Sendable, Hashable, CustomStringConvertible {
     /// Shown in logs and metrics; not secret.
     public var name: String
@@ -12,19 +13,31 @@ public struct APIKey: Sendable, Hashable, CustomStringConvertible {
     public var ratePerSecond: Double
     /// Burst size of the token bucket. Default 2 × rate (at least 1).
     public var burst: Double
+    /// The tenant whose calls this key rings, reads and cancels (keys of one tenant share its
+    /// calls, e.g. an old and a new key during a rotation). Default: the key's name.
+    public var tenant: String
+    /// The apps this key may ring; nil: every app of the apps file.
+    public var apps: Set<String>?
 
     /// From a stored hash (production: the API keys file).
-    public init(name: String, sha256: [UInt8], ratePerSecond: Double = 100, burst: Double? = nil) {
+    public init(name: String, sha256: [UInt8], ratePerSecond: Double = 100, burst: Double? = nil,
+                tenant: String? = nil, apps: Set<String>? = nil) {
         self.name = name
         self.sha256 = sha256
         self.ratePerSecond = ratePerSecond
         self.burst = burst ?? max(1, ratePerSecond * 2)
+        self.tenant = tenant ?? name
+        self.apps = apps
     }
 
     /// From a plaintext key (development: `callpush dev` generates one and prints it).
-    public init(name: String, plaintext: String, ratePerSecond: Double = 100, burst: Double? = nil) {
-        self.init(name: name, sha256: Self.hash(plaintext), ratePerSecond: ratePerSecond, burst: burst)
+    public init(name: String, plaintext: String, ratePerSecond: Double = 100, burst: Double? = nil,
+                tenant: String? = nil, apps: Set<String>? = nil) {
+        self.init(name: name, sha256: Self.hash(plaintext), ratePerSecond: ratePerSecond, burst: burst, tenant: tenant, apps: apps)
     }
+
+    /// Whether this key may ring `app`.
+    public func mayRing(_ app: String) -> Bool { apps?.contains(app) ?? true }
 
     /// SHA-256 of a presented key.
     public static func hash(_ plaintext: String) -> [UInt8] {
@@ -44,7 +57,7 @@ public struct APIKey: Sendable, Hashable, CustomStringConvertible {
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
-    public var description: String { "APIKey(\(name), \(ratePerSecond)/s)" }
+    public var description: String { "APIKey(\(name), tenant \(tenant), \(ratePerSecond)/s)" }
 }
 
 /// Finds the key a request presents, comparing hashes in constant time over every stored key.

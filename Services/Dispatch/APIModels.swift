@@ -63,6 +63,14 @@ enum APIModels {
     }
 
     struct CallState: Encodable {
+        /// What the device reported through the ack, apart from the worker's `state`.
+        struct DeviceReport: Encodable {
+            var outcome: String
+            var replay: Int
+            var at: String
+            var error: CallStatus.ErrorInfo?
+        }
+
         struct Delivery: Encodable {
             var deviceKey: String
             var deviceId: String?
@@ -72,8 +80,25 @@ enum APIModels {
             var at: String
             var apns: CallStatus.APNsDetails?
             var error: CallStatus.ErrorInfo?
+            var deviceReport: DeviceReport?
 
-            enum CodingKeys: String, CodingKey { case deviceKey, deviceId, state, attempt, replay, at, apns, error }
+            enum CodingKeys: String, CodingKey { case deviceKey, deviceId, state, attempt, replay, at, apns, error, deviceReport }
+
+            init(_ delivery: CallView.Delivery) {
+                let status = delivery.lastStatus
+                deviceKey = delivery.deviceKey
+                deviceId = delivery.deviceId
+                state = delivery.state
+                attempt = status?.attempt ?? 0
+                replay = delivery.replay
+                at = ContractCoding.format(status?.at ?? delivery.queuedAt)
+                apns = status?.apns
+                error = status?.error
+                deviceReport = delivery.report.map {
+                    DeviceReport(outcome: $0.status.state.rawValue, replay: $0.status.replay, at: ContractCoding.format($0.status.at),
+                                 error: $0.status.error)
+                }
+            }
 
             func encode(to encoder: any Encoder) throws {
                 var c = encoder.container(keyedBy: CodingKeys.self)
@@ -85,6 +110,7 @@ enum APIModels {
                 try c.encode(at, forKey: .at)
                 try c.encodeIfPresent(apns, forKey: .apns)
                 try c.encodeIfPresent(error, forKey: .error)
+                try c.encodeIfPresent(deviceReport, forKey: .deviceReport)
             }
         }
         var callId: String
@@ -100,10 +126,7 @@ enum APIModels {
             app = view.app
             ringDeadline = view.ringDeadline.map(ContractCoding.format)
             complete = view.isComplete
-            deliveries = view.deliveries.map {
-                Delivery(deviceKey: $0.deviceKey, deviceId: $0.deviceId, state: $0.state, attempt: $0.attempt, replay: $0.replay,
-                         at: ContractCoding.format($0.at), apns: $0.apns, error: $0.error)
-            }
+            deliveries = view.deliveries.map(Delivery.init)
         }
 
         func encode(to encoder: any Encoder) throws {

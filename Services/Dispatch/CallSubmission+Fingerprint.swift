@@ -2,9 +2,10 @@ import CallContract
 import Crypto
 
 extension CallSubmission {
-    /// A digest of what the call asks for (everything but the call id), with the API key's name:
+    /// A digest of what the call asks for (everything but the call id; devices in token order):
     /// the same request again has the same fingerprint; a different one under the same id does not.
-    public func fingerprint(keyName: String, ringTimeoutSeconds effective: Int) -> [UInt8] {
+    /// Idempotency is per tenant, so the key that asks is not part of it (a tenant's keys share its calls).
+    public func fingerprint(ringTimeoutSeconds effective: Int) -> [UInt8] {
         // A length-prefixed canonical form (no JSON encoder on the hot path): every string as its
         // UTF-8 length then bytes, absent values as a length no string has.
         var bytes: [UInt8] = []
@@ -15,10 +16,9 @@ extension CallSubmission {
             bytes.append(contentsOf: [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)])
             bytes.append(contentsOf: text.utf8)
         }
-        put(keyName)
         put(app)
         put(String(devices.count))
-        for device in devices {
+        for device in devices.sorted(by: { $0.token.utf8.lexicographicallyPrecedes($1.token.utf8) }) {
             put(device.token)
             put(device.environment.rawValue)
             put(device.id)

@@ -1,4 +1,5 @@
 import CallContract
+import CallpushCore
 import Foundation
 
 /// The body of `POST /v1/calls`: ring one or more devices of one callee for one call.
@@ -114,8 +115,10 @@ public struct CallSubmission: Sendable, Hashable, Codable {
     ///
     /// - Parameters:
     ///   - callId: the call id to use (the submission's, or a generated one).
+    ///   - tenant: the tenant of the key that rings (carried by every event).
     ///   - now: `requestedAt` of every event.
-    public func events(callId: String, limits: DispatchLimits, apps: Set<String>, now: Date) throws(DispatchProblem) -> [(ring: RingRequest, encoded: Data)] {
+    public func events(callId: String, tenant: String? = nil, limits: DispatchLimits, apps: Set<String>,
+                       now: Date) throws(DispatchProblem) -> [(ring: RingRequest, encoded: Data)] {
         guard !devices.isEmpty else { throw DispatchProblem.invalid("devices", "at least one device is required") }
         guard devices.count <= limits.maxDevices else {
             throw DispatchProblem.invalid("devices", "more than \(limits.maxDevices) devices", code: .tooManyDevices)
@@ -123,6 +126,16 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         var seen = Set<String>()
         for (index, device) in devices.enumerated() where !seen.insert(device.token).inserted {
             throw DispatchProblem.invalid("devices[\(index)].token", "the same token appears twice")
+        }
+        // What CallKit shows must not be spoofable: the contract refuses control characters, the
+        // API also bidi controls and invisible characters (zero-width joiners stay: emoji use them).
+        for (field, text) in [("caller.handle", caller.handle), ("caller.displayName", caller.displayName)] {
+            if let text, text.unicodeScalars.contains(where: Self.isSpoofing) {
+                throw DispatchProblem.invalid(field, Self.spoofingDetail)
+            }
+        }
+        for (key, value) in attributes where (key + value).unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw DispatchProblem.invalid("attributes.\(key.prefix(64))", Self.controlDetail)
         }
         let timeout = ringTimeoutSeconds ?? limits.defaultRingTimeoutSeconds
         guard limits.ringTimeoutSeconds.contains(timeout) else {
@@ -134,7 +147,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         for (index, device) in devices.enumerated() {
             let ring = RingRequest(callId: callId, app: app, device: device, caller: caller, hasVideo: hasVideo,
                                    requestedAt: requestedAt, ringDeadline: requestedAt.addingTimeInterval(Double(timeout)),
-                                   maxDurationSeconds: maxDurationSeconds, attributes: attributes)
+                                   maxDurationSeconds: maxDurationSeconds, attributes: attributes, tenant: tenant)
             rings.append((ring, try Self.check(ring, deviceIndex: index)))
         }
         // Known app last: a malformed name is reported as such by the contract check above.
@@ -142,6 +155,23 @@ public struct CallSubmission: Sendable, Hashable, Codable {
             throw DispatchProblem.invalid("app", "unknown app \"\(app.prefix(64))\"", code: .unknownApp)
         }
         return rings
+    }
+
+    /// Whether `problem` comes from a rule of the API alone (stricter than the event contract).
+    static func apiOnlyRule(_ problem: DispatchProblem) -> Bool {
+        problem.detail.hasSuffix(spoofingDetail) || (problem.field?.hasPrefix("attributes.") == true && problem.detail.hasSuffix(controlDetail))
+    }
+
+    static let spoofingDetail = "contains bidirectional or invisible formatting characters"
+    static let controlDetail = "contains control characters"
+
+    /// Bidi controls (which reorder what is shown) and invisible characters (zero-width space,
+    /// word joiner, BOM, Mongolian vowel separator).
+    static func isSpoofing(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x200B, 0x2060...0x2064, 0xFEFF, 0x180E: true
+        default: false
+        }
     }
 
     /// Runs the contract's rules over the event and the VoIP payload size check; returns the
@@ -177,9 +207,9 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         // small event cannot make a payload over Apple's limit, and only a large one is encoded
         // as the worker will (SHA-256 of the token and the whole payload, per device).
         if data.count + Self.payloadOverheadBound <= VoIPPayload.maxBytes { return data }
-        // The worker adds an ack token (43 characters of base64url) and the device key.
+        // The worker adds an ack token (base64url of a fixed length) and the device key.
         let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
-                                  ackToken: String(repeating: "A", count: 43))
+                                  ackToken: String(repeating: "A", count: AckTokenSigner.tokenLength))
         do {
             _ = try payload.encoded()
         } catch {

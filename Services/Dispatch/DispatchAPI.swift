@@ -5,21 +5,35 @@ import Hummingbird
 import Kafka
 import Logging
 import NIOCore
+import Locking
 
 /// The request handlers of the dispatch API (the routes are in `DispatchAPI+Routes.swift`).
 /// Every handler answers JSON or `application/problem+json`; nothing is published for a
 /// rejected request.
+///
+/// Calls belong to the tenant of the key that rang them: a key reads, follows and cancels only
+/// its tenant's calls (anything else is an unknown call, 404), and idempotency is per tenant.
 public final class DispatchAPI: Sendable {
     let configuration: DispatchConfiguration
     let view: StatusView
     let publisher: any EventPublishing
     let idempotency: IdempotencyStore
+    /// Acks answered, once per (call, device, replay, outcome).
+    let acks: IdempotencyStore
     let rateLimiter: RateLimiter
+    let ackLimiterPerAddress: KeyedRateLimiter
+    let ackLimiterPerCall: KeyedRateLimiter
+    /// Rings per device (app + device key), against harassment through any key.
+    let ringLimiterPerDevice: KeyedRateLimiter
+    let streams: StreamSlots
     let authenticator: APIKeyAuthenticator
     let ackTokens: AckTokenSigner
     let metrics: DispatchMetrics
     let logger: Logger
+    /// Unauthenticated clients must not decide how much gets logged.
+    let logThrottle = LogThrottle(interval: .seconds(10))
     let isReady: @Sendable () -> Bool
+    let isViewReady: @Sendable () -> Bool
     /// The `callpush-origin` header value of the ring events this process publishes (unique per
     /// process), so its view reader need not decode them again.
     let origin: [UInt8]
@@ -30,38 +44,58 @@ public final class DispatchAPI: Sendable {
     /// A fresh origin value for one process.
     public static func makeOrigin(instanceID: String) -> [UInt8] { Array("\(instanceID)/\(UUID().uuidString.lowercased())".utf8) }
 
-    /// Handlers over a view and a publisher; `isReady` answers `/readyz`.
+    /// Handlers over a view and a publisher; `isReady` answers `/readyz`, `isViewReady` says
+    /// whether the view has caught up (until then status reads answer 503, not 404).
     public init(configuration: DispatchConfiguration, view: StatusView, publisher: any EventPublishing,
                 metrics: DispatchMetrics, logger: Logger, origin: [UInt8]? = nil,
-                isReady: @escaping @Sendable () -> Bool) throws(AckTokenError) {
+                isReady: @escaping @Sendable () -> Bool, isViewReady: @escaping @Sendable () -> Bool = { true }) throws(AckTokenError) {
         self.origin = origin ?? Self.makeOrigin(instanceID: configuration.instanceID)
         self.configuration = configuration
         self.view = view
         self.publisher = publisher
-        self.idempotency = IdempotencyStore(window: configuration.idempotencyWindow, capacity: configuration.idempotencyCapacity)
+        self.idempotency = IdempotencyStore(window: configuration.idempotencyWindow, budgetBytes: configuration.idempotencyBytes)
+        // An ack is answerable until its token expires: the longest ring plus the grace.
+        self.acks = IdempotencyStore(window: .seconds(configuration.limits.ringTimeoutSeconds.upperBound) + configuration.ackGrace,
+                                     budgetBytes: configuration.ackBytes)
         self.rateLimiter = RateLimiter()
+        self.ackLimiterPerAddress = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerAddress, burst: 2 * configuration.ackRatePerAddress)
+        self.ackLimiterPerCall = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerCall, burst: 2 * configuration.ackRatePerCall)
+        self.ringLimiterPerDevice = KeyedRateLimiter(ratePerSecond: configuration.ringsPerDevicePerMinute / 60,
+                                                     burst: configuration.ringsPerDevicePerMinute)
+        self.streams = StreamSlots(perKey: configuration.eventStreamsPerKey, total: configuration.eventStreams)
         self.authenticator = APIKeyAuthenticator(keys: configuration.apiKeys)
         self.ackTokens = try AckTokenSigner(secret: configuration.ackSecret)
         self.metrics = metrics
         self.logger = logger
         self.isReady = isReady
+        self.isViewReady = isViewReady
     }
 
     // MARK: Backend endpoints
 
     /// `POST /v1/calls`.
-    func ring(_ request: Request, key: APIKey) async throws(DispatchProblem) -> Response {
-        let body = try await collect(request)
+    func ring(_ request: Request, key: APIKey, channel: (any Channel)? = nil) async throws(DispatchProblem) -> Response {
+        let body = try await collect(request, limit: configuration.limits.maxBodyBytes, channel: channel)
         let submission = try CallSubmission.decode(body)
+        // Before the app's other checks: a restricted key learns nothing of other tenants' apps.
+        guard key.mayRing(submission.app) else { throw DispatchProblem.appNotAllowed(submission.app) }
         let callId = submission.callId ?? CallID.make()
-        let events = try submission.events(callId: callId, limits: configuration.limits, apps: configuration.apps, now: Date())
+        let events = try submission.events(callId: callId, tenant: key.tenant, limits: configuration.limits, apps: configuration.apps, now: Date())
         let rings = events.map(\.ring)
-        let fingerprint = submission.fingerprint(
-            keyName: key.name, ringTimeoutSeconds: submission.ringTimeoutSeconds ?? configuration.limits.defaultRingTimeoutSeconds)
-        switch idempotency.begin(callId: callId, fingerprint: fingerprint) {
+        let fingerprint = submission.fingerprint(ringTimeoutSeconds: submission.ringTimeoutSeconds ?? configuration.limits.defaultRingTimeoutSeconds)
+        let idempotencyKey = key.tenant + "/" + callId
+        switch await idempotency.begin(key: idempotencyKey, fingerprint: fingerprint) {
         case .conflict: throw DispatchProblem.conflict(callId)
-        case .replay(let stored): return Self.json(.accepted, stored)
+        case .replay(let stored): return Self.json(.accepted, stored, location: "/v1/calls/\(callId)")
         case .proceed: break
+        }
+        let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
+        for (index, deviceKey) in deviceKeys.enumerated() {
+            if let wait = ringLimiterPerDevice.acquire(submission.app + "/" + deviceKey) {
+                idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: nil)
+                metrics.deviceRateLimited()
+                throw DispatchProblem.deviceRateLimited(field: "devices[\(index)].token", retryAfter: wait)
+            }
         }
         let records = events.map { event in
             KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event.encoded),
@@ -71,23 +105,23 @@ public final class DispatchAPI: Sendable {
         do {
             partitions = try await publisher.publish(records)
         } catch {
-            idempotency.finish(callId: callId, fingerprint: fingerprint, response: nil)
+            idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: nil)
             throw error
         }
-        let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
-        view.apply(rings: rings, deviceKeys: deviceKeys, partition: partitions.first, acceptedHere: true)
+        view.apply(rings: rings, deviceKeys: deviceKeys, partition: partitions.first)
         let answer = APIModels.Accepted(rings: rings, deviceKeys: deviceKeys).encoded()
-        idempotency.finish(callId: callId, fingerprint: fingerprint, response: answer)
+        idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: answer)
         logger.debug("call accepted", metadata: [
-            "call.id": "\(callId)", "call.devices": "\(rings.count)", "api.key": "\(key.name)",
+            "call.id": "\(callId)", "call.devices": "\(rings.count)", "api.key": "\(key.name)", "api.tenant": "\(key.tenant)",
             "kafka.partition": "\(partitions.first ?? -1)",
         ])
-        return Self.json(.accepted, answer)
+        return Self.json(.accepted, answer, location: "/v1/calls/\(callId)")
     }
 
-    /// `DELETE /v1/calls/{callId}`.
-    func cancel(_ request: Request, callId: String) async throws(DispatchProblem) -> Response {
-        let body = try await collect(request)
+    /// `DELETE /v1/calls/{callId}`: only the tenant's own calls (the view must know it).
+    func cancel(_ request: Request, key: APIKey, callId: String, channel: (any Channel)? = nil) async throws(DispatchProblem) -> Response {
+        _ = try ownCall(key: key, callId: callId)
+        let body = try await collect(request, limit: configuration.limits.maxBodyBytes, channel: channel)
         var reason: String?
         if !body.isEmpty {
             do {
@@ -96,7 +130,7 @@ public final class DispatchAPI: Sendable {
                 throw DispatchProblem.contract(error)
             }
         }
-        let cancel = CancelRequest(callId: callId, requestedAt: ContractCoding.truncatedToMilliseconds(Date()), reason: reason)
+        let cancel = CancelRequest(callId: callId, requestedAt: ContractCoding.truncatedToMilliseconds(Date()), reason: reason, tenant: key.tenant)
         let event: Data
         do {
             event = try CallRequest.cancel(cancel).encoded()
@@ -112,39 +146,15 @@ public final class DispatchAPI: Sendable {
     }
 
     /// `GET /v1/calls/{callId}`.
-    func status(callId: String) throws(DispatchProblem) -> Response {
-        guard let call = view.call(callId) else { throw DispatchProblem.notFound(callId) }
-        return Self.json(.ok, APIModels.encode(APIModels.CallState(call)))
+    func status(key: APIKey, callId: String) throws(DispatchProblem) -> Response {
+        Self.json(.ok, APIModels.encode(APIModels.CallState(try ownCall(key: key, callId: callId))))
     }
 
-    // MARK: Device endpoint
-
-    /// `POST /v1/calls/{callId}/ack`: authenticated by the ack token, not an API key.
-    func ack(_ request: Request, callId: String) async throws(DispatchProblem) -> Response {
-        let body = try await collect(request)
-        let ack: CallAck
-        do {
-            ack = try CallAck.decode(body)
-        } catch {
-            throw DispatchProblem.contract(error)
-        }
-        guard ackTokens.verify(ack.ackToken, callId: callId, deviceKey: ack.deviceKey) else {
-            logger.info("ack refused: wrong token", metadata: ["call.id": "\(callId)", "device.key": "\(ack.deviceKey.prefix(8))"])
-            throw DispatchProblem.badAckToken
-        }
-        let call = view.call(callId)
-        let delivery = call?.deliveries.first { $0.deviceKey == ack.deviceKey }
-        let status = CallStatus(
-            callId: callId, deviceId: delivery?.deviceId, deviceKey: ack.deviceKey, app: call?.app,
-            state: ack.outcome == .reported ? .reported : .suppressed, attempt: delivery?.attempt ?? 0,
-            replay: delivery?.replay ?? 0, at: ContractCoding.truncatedToMilliseconds(Date()), apns: nil,
-            error: ack.error, worker: configuration.instanceID)
-        // Same partition number as the call's requests (known from the view); else the key decides.
-        let record = KafkaProducerRecord(topic: configuration.statusTopic, partition: call?.partition, key: Array(callId.utf8),
-                                         value: Array((try? status.encoded()) ?? Data()))
-        let partitions = try await publisher.publish([record])
-        view.apply(status: status, partition: partitions.first)
-        return Self.json(.accepted, APIModels.encode(APIModels.AckAccepted(callId: callId, deviceKey: ack.deviceKey, state: status.state.rawValue)))
+    /// The tenant's call, or 404 exactly as for an unknown call (503 while the view is not ready).
+    func ownCall(key: APIKey, callId: String) throws(DispatchProblem) -> CallView {
+        guard isViewReady() else { throw DispatchProblem.viewNotReady(retryAfter: configuration.retryAfterSeconds) }
+        guard let call = view.call(CallKey(tenant: key.tenant, callId: callId)) else { throw DispatchProblem.notFound(callId) }
+        return call
     }
 
     // MARK: Helpers
@@ -163,30 +173,53 @@ public final class DispatchAPI: Sendable {
         return key
     }
 
-    /// The body, refused with 413 beyond the limit (by Content-Length first, then while reading).
-    func collect(_ request: Request) async throws(DispatchProblem) -> Data {
-        let limit = configuration.limits.maxBodyBytes
+    /// The body, refused with 413 beyond `limit` (by Content-Length first, then while reading)
+    /// and with 408 when it does not arrive within the body timeout.
+    ///
+    /// The deadline shuts the connection's input (`channel`): the read ends at once, in this task
+    /// (the body's iterator must be finished before the server reads the connection again), and
+    /// the 408 still goes out before the connection closes. No task per request: that cost the
+    /// ring path a measurable share of its throughput.
+    func collect(_ request: Request, limit: Int, channel: (any Channel)?) async throws(DispatchProblem) -> Data {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             throw DispatchProblem.bodyTooLarge(limit: limit)
         }
+        let timedOut = Locked(false)
+        let deadline = channel.map { channel in
+            Deadlines.shared.add(after: configuration.bodyTimeout) {
+                timedOut.withLock { $0 = true }
+                channel.close(mode: .input, promise: nil)
+            }
+        }
+        let outcome: Result<ByteBuffer, any Error>
         do {
-            let buffer = try await request.body.collect(upTo: limit)
-            return Data(buffer.readableBytesView)
-        } catch is NIOTooManyBytesError {
-            throw DispatchProblem.bodyTooLarge(limit: limit)
+            outcome = .success(try await request.body.collect(upTo: limit))
         } catch {
-            throw DispatchProblem(.malformedJSON, status: 400, title: "Unreadable body", detail: "the request body could not be read")
+            outcome = .failure(error)
+        }
+        if let deadline { Deadlines.shared.remove(deadline) }
+        if timedOut.withLock({ $0 }) { throw DispatchProblem.bodyTimeout(configuration.bodyTimeout) }
+        switch outcome {
+        case .success(let buffer): return Data(buffer.readableBytesView)
+        case .failure(let error) where error is NIOTooManyBytesError: throw DispatchProblem.bodyTooLarge(limit: limit)
+        case .failure: throw DispatchProblem.unreadableBody
         }
     }
 
-    static func json(_ status: HTTPResponse.Status, _ body: Data) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    static func json(_ status: HTTPResponse.Status, _ body: Data, location: String? = nil) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let location { headers[.location] = location }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 
-    static func problem(_ problem: DispatchProblem) -> Response {
+    static func problem(_ problem: DispatchProblem, closeConnection: Bool = false) -> Response {
         var headers: HTTPFields = [.contentType: "application/problem+json"]
         if let retryAfter = problem.retryAfter { headers[.retryAfter] = String(retryAfter) }
-        if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer realm=\"callpush\"" }
+        if problem.status == 401 {
+            headers[.wwwAuthenticate] = problem == .badKey ? "Bearer realm=\"callpush\", error=\"invalid_token\"" : "Bearer realm=\"callpush\""
+        }
+        if let allow = problem.allow { headers[.allow] = allow }
+        if closeConnection { headers[.connection] = "close" }
         return Response(status: .init(code: problem.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: problem.json)))
     }
 

@@ -1,6 +1,7 @@
 import CallContract
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Kafka
 import Logging
 import ServiceLifecycle
@@ -24,43 +25,81 @@ public final class DispatchApp: Sendable {
     public let view: StatusView
     /// The Prometheus metrics (`/metrics`).
     public let metrics: DispatchMetrics
+    /// The status webhooks, when any tenant has one.
+    public let webhooks: WebhookSender?
     private let boundPort: BoundPort
+    private let boundMetricsPort: BoundPort
 
     /// Builds the services; throws when the Kafka producer or ack-token signer cannot be created.
     public init(configuration: DispatchConfiguration, logger: Logger) throws {
         let metrics = DispatchMetrics()
-        let view = StatusView(window: configuration.viewWindow, capacity: configuration.viewCapacity)
+        let view = StatusView(window: configuration.viewWindow, budgetBytes: configuration.viewBytes)
         let producer = try DispatchProducer(kafka: configuration.kafka, publishTimeout: configuration.publishTimeout,
                                             retryAfterSeconds: configuration.retryAfterSeconds, metrics: metrics, logger: logger)
-        let webhooks = configuration.webhook.map { WebhookSender(configuration: $0, metrics: metrics, logger: logger) }
+        let webhooks = configuration.webhooks.isEmpty ? nil
+            : WebhookSender(targets: configuration.webhooks, delivery: configuration.webhookDelivery, kafka: configuration.kafka,
+                            statusTopic: configuration.statusTopic, view: view, metrics: metrics, logger: logger)
         let origin = DispatchAPI.makeOrigin(instanceID: configuration.instanceID)
         let reader = StatusViewReader(kafka: configuration.kafka, requestsTopic: configuration.requestsTopic,
                                       statusTopic: configuration.statusTopic, window: configuration.viewWindow, view: view,
-                                      metrics: metrics, ownOrigin: origin, logger: logger) { status in
-            if let webhooks, view.call(status.callId)?.acceptedHere == true { webhooks.enqueue(status) }
-        }
+                                      metrics: metrics, ownOrigin: origin, logger: logger)
         let reachability = KafkaReachability(kafka: configuration.kafka, interval: configuration.readinessProbeInterval, logger: logger)
         let api = try DispatchAPI(configuration: configuration, view: view, publisher: producer, metrics: metrics, logger: logger,
-                                  origin: origin, isReady: { reader.isReady && producer.isHealthy && reachability.isReachable })
+                                  origin: origin, isReady: { reader.isReady && producer.isHealthy && reachability.isReachable },
+                                  isViewReady: { reader.isReady })
         self.api = api
         self.view = view
+        self.webhooks = webhooks
         self.metrics = metrics
         let boundPort = BoundPort()
         self.boundPort = boundPort
-        let http = Application(
-            router: api.router(),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "callpush-dispatch"),
-            onServerRunning: { channel in boundPort.set(channel.localAddress?.port ?? configuration.port) },
-            logger: logger)
+        let metricsPort = BoundPort()
+        self.boundMetricsPort = metricsPort
+        let identity: TLSIdentity?
+        do {
+            identity = try configuration.tls.map { try TLSIdentity(files: $0, logger: logger) }
+        } catch {
+            throw DispatchConfigurationError("CALLPUSH_DISPATCH_TLS_CERT_FILE", "the certificate chain and key do not load: \(error)")
+        }
         var services: [any Service] = [producer, reader, reachability]
+        if let identity { services.append(identity) }
         if let webhooks { services.append(webhooks) }
-        services.append(http)
+        if let port = configuration.metricsPort {
+            services.append(Self.server(router: api.metricsRouter(), host: configuration.metricsHost, port: port,
+                                        configuration: configuration, bound: metricsPort, logger: logger))
+        }
+        services.append(Self.server(router: api.router(), host: configuration.host, port: configuration.port,
+                                    configuration: configuration, tls: identity, bound: boundPort, logger: logger))
         self.services = services
     }
 
     /// The port the API listens on, once it does (waits until the server is running).
     public func port() async -> Int {
         await boundPort.wait()
+    }
+
+    /// The port `/metrics` listens on, once it does (never returns without a metrics listener).
+    public func metricsPort() async -> Int {
+        await boundMetricsPort.wait()
+    }
+
+    /// An HTTP server (HTTPS with `tls`) with dispatch's connection limits: at most
+    /// `maxConnections` at once, idle (or header-less) connections closed after `idleTimeout`, and
+    /// a response that says `Connection: close` closing the connection (an unread body is not drained).
+    static func server(router: Router<DispatchRequestContext>, host: String, port: Int, configuration: DispatchConfiguration,
+                       tls identity: TLSIdentity? = nil, bound: BoundPort, logger: Logger) -> some Service {
+        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [CloseAfterResponseHandler()],
+                                               idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.seconds * 1e9)))
+        let server: HTTPServerBuilder = identity.map { identity in
+            HTTPServerBuilder { responder in ReloadingTLSChannel(base: HTTP1Channel(responder: responder, configuration: http1), identity: identity) }
+        } ?? .http1(configuration: http1)
+        return Application(
+            router: router,
+            server: server,
+            configuration: .init(address: .hostname(host, port: port), serverName: "callpush-dispatch",
+                                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
+            onServerRunning: { channel in bound.set(channel.localAddress?.port ?? port) },
+            logger: logger)
     }
 }
 

@@ -10,6 +10,8 @@ public struct DispatchLimits: Sendable, Hashable {
     public var ringTimeoutSeconds: ClosedRange<Int> = 1...120
     /// Largest request body; larger bodies get 413. Default 64 KiB.
     public var maxBodyBytes = 64 * 1024
+    /// Largest ack body (a real one is under 400 bytes); larger bodies get 413. Default 2 KiB.
+    public var ackMaxBodyBytes = 2 * 1024
 
     /// The defaults above.
     public init() {}

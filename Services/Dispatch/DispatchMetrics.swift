@@ -16,6 +16,9 @@ public final class DispatchMetrics: Sendable {
     private let viewCalls: Gauge
     private let sseStreams: Gauge
     private let viewEvents: Counter
+    private let viewBytes: Gauge
+    private let acksRepeated: Counter
+    private let ringsDeviceLimited: Counter
 
     /// Creates the metrics in `registry`.
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
@@ -24,6 +27,11 @@ public final class DispatchMetrics: Sendable {
         viewCalls = registry.makeGauge(descriptor: Self.name("view_calls", "", "Calls in the status view."), labels: [])
         sseStreams = registry.makeGauge(descriptor: Self.name("sse_streams", "", "Open SSE streams."), labels: [])
         viewEvents = registry.makeCounter(descriptor: Self.name("view_events", "total", "Events read into the status view."), labels: [])
+        viewBytes = registry.makeGauge(descriptor: Self.name("view", "bytes", "Estimated bytes of the calls in the status view."), labels: [])
+        ringsDeviceLimited = registry.makeCounter(descriptor: Self.name("rings_device_limited", "total", "Rings refused because the device was rung too often."),
+                                                  labels: [])
+        acksRepeated = registry.makeCounter(descriptor: Self.name("acks_repeated", "total", "Acks answered again without writing (a repeat of one already reported)."),
+                                            labels: [])
     }
 
     static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -54,6 +62,15 @@ public final class DispatchMetrics: Sendable {
     func setViewCalls(_ count: Int) { viewCalls.set(to: Double(count)) }
     func setStreams(_ count: Int) { sseStreams.set(to: Double(count)) }
     func viewEvent() { viewEvents.increment() }
+    func setViewBytes(_ bytes: Int) { viewBytes.set(to: Double(bytes)) }
+    func ackRepeated() { acksRepeated.increment() }
+    func deviceRateLimited() { ringsDeviceLimited.increment() }
+
+    /// An ack refused before anything was written; `reason` is one of a fixed few (bad-token, expired, rate-limited).
+    func ackRefused(reason: String) {
+        registry.makeCounter(descriptor: Self.name("acks_refused", "total", "Acks refused, by reason (bad-token, expired, rate-limited)."),
+                             labels: [("reason", reason)]).increment()
+    }
 
     func webhook(_ outcome: String) {
         registry.makeCounter(descriptor: Self.name("webhooks", "total", "Webhook deliveries by outcome (delivered, retried, dropped, failed)."),

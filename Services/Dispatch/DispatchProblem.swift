@@ -31,6 +31,14 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
         public static let conflict: Code = "idempotency-conflict"
         public static let unavailable: Code = "kafka-unavailable"
         public static let internalError: Code = "internal"
+        public static let appNotAllowed: Code = "app-not-allowed"
+        public static let ackExpired: Code = "ack-expired"
+        public static let notReady: Code = "not-ready"
+        public static let methodNotAllowed: Code = "method-not-allowed"
+        public static let bodyTimeout: Code = "body-timeout"
+        public static let unreadableBody: Code = "unreadable-body"
+        public static let tooManyStreams: Code = "too-many-streams"
+        public static let deviceRateLimited: Code = "device-rate-limited"
     }
 
     /// Stable machine-readable code (the end of `type`).
@@ -45,6 +53,8 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
     public var field: String?
     /// Seconds for a `Retry-After` header (429, 503).
     public var retryAfter: Int?
+    /// The `Allow` header of a 405.
+    public var allow: String?
 
     /// A problem answer.
     public init(_ code: Code, status: Int, title: String, detail: String, field: String? = nil, retryAfter: Int? = nil) {
@@ -95,9 +105,63 @@ public struct DispatchProblem: Error, Sendable, Hashable, CustomStringConvertibl
         DispatchProblem(.bodyTooLarge, status: 413, title: "Request body too large", detail: "the body exceeds \(limit) bytes")
     }
 
+    /// 403: the key may not ring this app.
+    public static func appNotAllowed(_ app: String) -> DispatchProblem {
+        DispatchProblem(.appNotAllowed, status: 403, title: "App not allowed for this key",
+                        detail: "this API key may not ring app \"\(app.prefix(64))\"", field: "app")
+    }
+
+    /// 403: the ack token's ring deadline plus the grace has passed (or, for a token without a
+    /// deadline, this instance does not know the call's).
+    public static let ackExpired = DispatchProblem(.ackExpired, status: 403, title: "Ack token expired",
+                                                   detail: "the ack token is no longer valid: the call's ring deadline has passed", field: "ackToken")
+
+    /// 503 with `Retry-After`: the status view is still reading its history.
+    public static func viewNotReady(retryAfter: Int) -> DispatchProblem {
+        DispatchProblem(.notReady, status: 503, title: "Not ready", detail: "the status view is still catching up; retry", retryAfter: retryAfter)
+    }
+
+    /// 405 with `Allow`.
+    public static func methodNotAllowed(_ method: String, allow: String) -> DispatchProblem {
+        var problem = DispatchProblem(.methodNotAllowed, status: 405, title: "Method not allowed",
+                                      detail: "\(method.prefix(16)) is not allowed here (allowed: \(allow))")
+        problem.allow = allow
+        return problem
+    }
+
+    /// 404 for a path the API does not have.
+    public static let routeNotFound = DispatchProblem(.notFound, status: 404, title: "Not found", detail: "no such resource")
+
+    /// 408: the body did not arrive in time.
+    public static func bodyTimeout(_ timeout: Duration) -> DispatchProblem {
+        DispatchProblem(.bodyTimeout, status: 408, title: "Request body too slow", detail: "the request body did not arrive within \(timeout)")
+    }
+
+    /// 400: the body could not be read (the connection broke while reading it).
+    public static let unreadableBody = DispatchProblem(.unreadableBody, status: 400, title: "Unreadable body", detail: "the request body could not be read")
+
+    /// 429 (this key's streams) or 503 (the instance's) with `Retry-After`.
+    public static func tooManyStreams(retryAfter: Int, total: Bool) -> DispatchProblem {
+        DispatchProblem(.tooManyStreams, status: total ? 503 : 429, title: "Too many event streams",
+                        detail: total ? "this instance serves its most event streams" : "this API key has its most event streams open",
+                        retryAfter: retryAfter)
+    }
+
+    /// 429 with `Retry-After`: this device was rung too often.
+    public static func deviceRateLimited(field: String, retryAfter: Int) -> DispatchProblem {
+        DispatchProblem(.deviceRateLimited, status: 429, title: "Device rung too often",
+                        detail: "\(field): this device was rung too often; retry later", field: field, retryAfter: retryAfter)
+    }
+
+    /// 429 for acks with `Retry-After`.
+    public static func ackRateLimited(retryAfter: Int) -> DispatchProblem {
+        DispatchProblem(.rateLimited, status: 429, title: "Too many requests", detail: "too many acks from this address or for this call",
+                        retryAfter: retryAfter)
+    }
+
     /// 404 for a call this instance does not know.
     public static func notFound(_ callId: String) -> DispatchProblem {
-        DispatchProblem(.notFound, status: 404, title: "Unknown call", detail: "no call \(callId) is known to this dispatch instance", field: "callId")
+        DispatchProblem(.notFound, status: 404, title: "Not found", detail: "no call \(callId) is known to this dispatch instance", field: "callId")
     }
 
     /// 401: no bearer key.

@@ -1,83 +1,127 @@
-import DequeModule
 import Foundation
 import Locking
 
-/// Remembers answered `POST /v1/calls` by callId for a bounded time and count, so that the same
-/// request again gets the same answer and a different request under the same id gets 409.
+/// Remembers answered requests by key for a bounded time and a bounded number of bytes, so the
+/// same request again gets the same answer and a different request under the same key gets 409.
+/// dispatch keys rings by (tenant, callId) and acks by (call, device, replay, outcome).
 ///
-/// Only 202 answers are remembered: after a 503 the client retries with the same id and the
-/// request runs again (the worker deduplicates events that did reach Kafka).
+/// A repeat that arrives while the first is still in flight waits for its outcome instead of
+/// publishing again. After a failure (503) the fingerprint is kept: the same request may run
+/// again, a different one under the same key is still a conflict (some of the first request's
+/// events may have reached Kafka).
 public final class IdempotencyStore: Sendable {
     /// What to do with a request.
     public enum Decision: Sendable, Equatable {
-        /// Publish it (first time, or a repeat of one still in flight or not acknowledged).
+        /// Publish it (first time, or again after a failure).
         case proceed
         /// Answer this stored response body.
         case replay(Data)
-        /// Same id, different request: 409.
+        /// Same key, different request: 409.
         case conflict
+    }
+
+    enum Outcome {
+        case inFlight([CheckedContinuation<Void, Never>])
+        case answered(Data)
+        case failed
     }
 
     struct Entry {
         var fingerprint: [UInt8]
-        var response: Data?
+        var outcome: Outcome
         var storedAt: Double
+        var bytes: Int
     }
 
     struct State {
         var entries: [String: Entry] = [:]
-        var order: Deque<(callId: String, storedAt: Double)> = []
+        var order = RecencyQueue<String>()
+        var bytes = 0
 
-        mutating func evict(now: Double, window: Double, capacity: Int) {
-            while let oldest = order.first, oldest.storedAt < now - window || entries.count > capacity {
-                order.removeFirst()
-                if let entry = entries[oldest.callId], entry.storedAt == oldest.storedAt { entries[oldest.callId] = nil }
+        /// Forgets entries older than `window`, then the oldest while over `budget`; returns the
+        /// waiters of forgotten in-flight entries (they run their request again).
+        mutating func evict(now: Double, window: Double, budget: Int) -> [CheckedContinuation<Void, Never>] {
+            var woken: [CheckedContinuation<Void, Never>] = []
+            while let oldest = order.oldest(in: entries, stamp: \.storedAt),
+                  oldest.stamp < now - window || bytes > budget {
+                order.removeOldest()
+                guard let entry = entries.removeValue(forKey: oldest.key) else { continue }
+                bytes -= entry.bytes
+                if case .inFlight(let waiters) = entry.outcome { woken += waiters }
             }
+            return woken
+        }
+
+        mutating func put(_ key: String, _ entry: Entry) {
+            if let old = entries[key] { bytes -= old.bytes } else { order.append(key, stamp: entry.storedAt) }
+            bytes += entry.bytes
+            entries[key] = entry
         }
     }
 
     private let state = Locked(State())
     private let window: Double
-    private let capacity: Int
+    /// Most bytes held (keys, fingerprints, stored answers and bookkeeping, estimated).
+    public let budgetBytes: Int
     private let now: @Sendable () -> Double
 
-    public init(window: Duration, capacity: Int, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
-        self.window = Double(window.components.seconds) + Double(window.components.attoseconds) / 1e18
-        self.capacity = max(1, capacity)
+    public init(window: Duration, budgetBytes: Int, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
+        self.window = window.seconds
+        self.budgetBytes = max(1, budgetBytes)
         self.now = now
     }
 
-    /// Decides about a request for `callId` with this fingerprint and marks it in flight.
-    public func begin(callId: String, fingerprint: [UInt8]) -> Decision {
-        let time = now()
-        return state.withLock { state -> Decision in
-            state.evict(now: time, window: window, capacity: capacity)
-            if let entry = state.entries[callId] {
-                guard entry.fingerprint == fingerprint else { return .conflict }
-                if let response = entry.response { return .replay(response) }
-                return .proceed
+    /// Fixed cost of one entry besides its key, fingerprint and answer.
+    static let entryOverhead = 160
+
+    /// Decides about a request under `key` with this fingerprint and marks it in flight; a repeat
+    /// of one in flight waits for its outcome.
+    public func begin(key: String, fingerprint: [UInt8]) async -> Decision {
+        while true {
+            let time = now()
+            let (decision, woken) = state.withLock { state -> (Decision?, [CheckedContinuation<Void, Never>]) in
+                let woken = state.evict(now: time, window: window, budget: budgetBytes)
+                if let entry = state.entries[key] {
+                    guard entry.fingerprint == fingerprint else { return (.conflict, woken) }
+                    switch entry.outcome {
+                    case .answered(let response): return (.replay(response), woken)
+                    case .inFlight: return (nil, woken)
+                    case .failed: break
+                    }
+                }
+                state.put(key, Entry(fingerprint: fingerprint, outcome: .inFlight([]), storedAt: time,
+                                     bytes: Self.entryOverhead + key.utf8.count + fingerprint.count))
+                return (.proceed, woken)
             }
-            state.entries[callId] = Entry(fingerprint: fingerprint, response: nil, storedAt: time)
-            state.order.append((callId, time))
-            return .proceed
+            for waiter in woken { waiter.resume() }
+            if let decision { return decision }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let waiting = state.withLock { state -> Bool in
+                    guard var entry = state.entries[key], case .inFlight(var waiters) = entry.outcome else { return false }
+                    waiters.append(continuation)
+                    entry.outcome = .inFlight(waiters)
+                    state.entries[key] = entry
+                    return true
+                }
+                if !waiting { continuation.resume() }
+            }
         }
     }
 
-    /// Records the outcome: the 202 body, or nil when the request failed (forgotten, so a retry runs again).
-    public func finish(callId: String, fingerprint: [UInt8], response: Data?) {
+    /// Records the outcome of a request that got `.proceed`: the answer body, or nil when it failed.
+    public func finish(key: String, fingerprint: [UInt8], response: Data?) {
         let time = now()
-        state.withLock { state in
-            guard let entry = state.entries[callId], entry.fingerprint == fingerprint, entry.response == nil else { return }
-            if let response {
-                state.entries[callId] = Entry(fingerprint: fingerprint, response: response, storedAt: time)
-                state.order.append((callId, time))
-            } else {
-                state.entries[callId] = nil
-            }
-            state.evict(now: time, window: window, capacity: capacity)
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard let entry = state.entries[key], entry.fingerprint == fingerprint, case .inFlight(let waiters) = entry.outcome else { return [] }
+            let bytes = Self.entryOverhead + key.utf8.count + fingerprint.count + (response?.count ?? 0)
+            state.put(key, Entry(fingerprint: fingerprint, outcome: response.map { .answered($0) } ?? .failed, storedAt: entry.storedAt, bytes: bytes))
+            return waiters + state.evict(now: time, window: window, budget: budgetBytes)
         }
+        for waiter in waiters { waiter.resume() }
     }
 
-    /// Calls remembered now.
+    /// Keys remembered now.
     public var count: Int { state.withLock { $0.entries.count } }
+    /// Estimated bytes held now.
+    public var bytes: Int { state.withLock { $0.bytes } }
 }

@@ -1,135 +1,214 @@
 import CallContract
-import DequeModule
 import Foundation
 import Locking
+import NIOCore
 
 /// Every dispatch instance's view of recent calls, fed from `voip.call-requests` (which devices a
 /// call has) and `voip.call-status` (what happened to each), plus the calls this instance just
-/// published. Bounded: a call is forgotten `window` after its last change, and the oldest calls go
-/// first beyond `capacity`. `GET /v1/calls/{id}` and the SSE stream read it.
+/// published. `GET /v1/calls/{id}` and the SSE stream read it.
+///
+/// Bounded in bytes (an estimate per call, see ``CallView``): a call is forgotten `window` after
+/// its last change, and beyond `budgetBytes` the least recently changed call of the tenant holding
+/// the most bytes goes first, so one noisy tenant evicts its own calls before anyone else's.
+/// A change touches the call's recency in place (no queue entry per status).
 public final class StatusView: Sendable {
-    /// What an SSE subscriber receives.
-    public enum Event: Sendable, Hashable {
-        case status(CallStatus)
-        /// Every delivery is terminal.
-        case complete
-    }
-
-    /// A subscription: the statuses known when it started, then changes on `events`.
+    /// A subscription: the statuses known when it started (after `Last-Event-ID`), then new
+    /// frames and the end on `buffer`.
     public struct Subscription: Sendable {
-        public var initial: [CallStatus]
+        public var initial: [(id: Int64, status: CallStatus)]
         public var complete: Bool
-        public var events: AsyncStream<Event>
+        public var buffer: EventBuffer
         public var cancel: @Sendable () -> Void
     }
 
+
+    struct Entry {
+        var view: CallView
+        var bytes: Int
+        var touched: Double
+    }
+
+    struct Usage {
+        var bytes = 0
+        var order = RecencyQueue<CallKey>()
+    }
+
     struct State {
-        var calls: [String: CallView] = [:]
-        var touched: [String: Double] = [:]
-        var order: Deque<(callId: String, at: Double)> = []
-        var subscribers: [String: [Int: AsyncStream<Event>.Continuation]] = [:]
+        var calls: [CallKey: Entry] = [:]
+        /// The tenants that have a call of this id (nearly always one).
+        var tenantsOf: [String: [String]] = [:]
+        var usage: [String: Usage] = [:]
+        var bytes = 0
+        var subscribers: [CallKey: [Int: EventBuffer]] = [:]
         var nextSubscriber = 0
 
-        mutating func touch(_ callId: String, now: Double) {
-            touched[callId] = now
-            order.append((callId, now))
+        /// The call a status belongs to: its tenant's, else the one call of that id, else the one
+        /// whose deliveries include the device.
+        func route(_ status: CallStatus) -> CallKey {
+            if let tenant = status.tenant { return CallKey(tenant: tenant, callId: status.callId) }
+            let tenants = tenantsOf[status.callId] ?? []
+            if tenants.count == 1 { return CallKey(tenant: tenants[0], callId: status.callId) }
+            for tenant in tenants {
+                let key = CallKey(tenant: tenant, callId: status.callId)
+                if calls[key]?.view.deliveries.contains(where: { $0.deviceKey == status.deviceKey }) == true { return key }
+            }
+            return CallKey(tenant: nil, callId: status.callId)
         }
 
-        mutating func evict(now: Double, window: Double, capacity: Int) {
-            while let oldest = order.first, oldest.at < now - window || calls.count > capacity {
-                order.removeFirst()
-                if touched[oldest.callId] == oldest.at {
-                    calls[oldest.callId] = nil
-                    touched[oldest.callId] = nil
+        /// Stores `view` under `key`, updating the byte counts and the key's recency.
+        mutating func store(_ view: CallView, at key: CallKey, now: Double) {
+            let bytes = view.estimatedBytes
+            if let old = calls[key] {
+                self.bytes += bytes - old.bytes
+                usage[key.tenant, default: Usage()].bytes += bytes - old.bytes
+            } else {
+                self.bytes += bytes
+                usage[key.tenant, default: Usage()].bytes += bytes
+                usage[key.tenant, default: Usage()].order.append(key, stamp: now)
+                tenantsOf[key.callId, default: []].append(key.tenant)
+            }
+            calls[key] = Entry(view: view, bytes: bytes, touched: now)
+        }
+
+        /// Forgets the oldest call of `tenant` (found by ``RecencyQueue/oldest(in:stamp:)``).
+        mutating func removeOldest(of tenant: String, key: CallKey) -> [EventBuffer] {
+            usage[tenant]?.order.removeOldest()
+            guard let entry = calls.removeValue(forKey: key) else { return [] }
+            bytes -= entry.bytes
+            usage[tenant]?.bytes -= entry.bytes
+            if usage[tenant]?.order.count == 0 { usage[tenant] = nil }
+            tenantsOf[key.callId]?.removeAll { $0 == key.tenant }
+            if tenantsOf[key.callId]?.isEmpty == true { tenantsOf[key.callId] = nil }
+            return subscribers.removeValue(forKey: key).map { Array($0.values) } ?? []
+        }
+
+        /// Forgets calls unchanged for `window`, then the least recently changed calls of the
+        /// largest tenant while over `budget`. Returns the buffers of streams whose call went.
+        mutating func evict(now: Double, window: Double, budget: Int) -> [EventBuffer] {
+            var ended: [EventBuffer] = []
+            for tenant in Array(usage.keys) {
+                while let oldest = usage[tenant]?.order.oldest(in: calls, stamp: \.touched), oldest.stamp < now - window {
+                    ended += removeOldest(of: tenant, key: oldest.key)
                 }
             }
+            while bytes > budget, let tenant = usage.max(by: { $0.value.bytes < $1.value.bytes })?.key {
+                guard let oldest = usage[tenant]?.order.oldest(in: calls, stamp: \.touched) else {
+                    usage[tenant] = nil
+                    continue
+                }
+                ended += removeOldest(of: tenant, key: oldest.key)
+            }
+            return ended
         }
     }
 
     private let state = Locked(State())
     private let window: Double
-    private let capacity: Int
+    /// Most bytes of calls held (estimated).
+    public let budgetBytes: Int
     private let now: @Sendable () -> Double
 
-    public init(window: Duration, capacity: Int, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
+    public init(window: Duration, budgetBytes: Int, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
         self.window = window.seconds
-        self.capacity = max(1, capacity)
+        self.budgetBytes = max(1, budgetBytes)
         self.now = now
     }
 
     /// The call, if known.
-    public func call(_ callId: String) -> CallView? {
-        state.withLock { $0.calls[callId] }
+    public func call(_ key: CallKey) -> CallView? {
+        state.withLock { $0.calls[key]?.view }
+    }
+
+    /// Every tenant's call of this id (an ack names only the call id and the device).
+    public func calls(callId: String) -> [CallView] {
+        state.withLock { state in
+            (state.tenantsOf[callId] ?? []).compactMap { state.calls[CallKey(tenant: $0, callId: callId)]?.view }
+        }
     }
 
     /// Calls in the view now.
     public var count: Int { state.withLock { $0.calls.count } }
+    /// Estimated bytes held now (at most ``budgetBytes``).
+    public var bytes: Int { state.withLock { $0.bytes } }
+    /// Entries of the recency queues (one per call however many statuses arrived).
+    var queuedEntries: Int { state.withLock { $0.usage.values.reduce(0) { $0 + $1.order.count } } }
 
     /// Records ring events (read from the requests topic, or just published by this instance).
     ///
     /// `deviceKeys`: the rings' device keys when the caller has them (one SHA-256 per device saved);
     /// computed here otherwise, before the lock is taken.
-    public func apply(rings: [RingRequest], deviceKeys: [String]? = nil, partition: Int32?, acceptedHere: Bool = false) {
-        guard let callId = rings.first?.callId else { return }
+    public func apply(rings: [RingRequest], deviceKeys: [String]? = nil, partition: Int32?) {
+        guard let first = rings.first else { return }
+        let key = CallKey(tenant: first.tenant, callId: first.callId)
         let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
         let time = now()
-        state.withLock { state in
-            var call = state.calls[callId] ?? CallView(callId: callId)
-            for (ring, key) in zip(rings, keys) where ring.callId == callId { call.apply(ring: ring, deviceKey: key, partition: partition) }
-            if acceptedHere { call.acceptedHere = true }
-            state.calls[callId] = call
-            state.touch(callId, now: time)
-            state.evict(now: time, window: window, capacity: capacity)
+        let ended = state.withLock { state -> [EventBuffer] in
+            var call = state.calls[key]?.view ?? CallView(callId: key.callId, tenant: first.tenant)
+            for (ring, deviceKey) in zip(rings, keys) where ring.callId == key.callId && ring.tenant == first.tenant {
+                call.apply(ring: ring, deviceKey: deviceKey, partition: partition)
+            }
+            state.store(call, at: key, now: time)
+            return state.evict(now: time, window: window, budget: budgetBytes)
         }
+        for buffer in ended { buffer.finish(complete: false) }
     }
 
-    /// Records a status event and tells the call's subscribers.
-    public func apply(status: CallStatus, partition: Int32?) {
+    /// Records a status event (`offset`: its offset on the status partition, the SSE event id;
+    /// nil numbers it after the call's latest) and tells the call's subscribers.
+    public func apply(status: CallStatus, partition: Int32?, offset: Int64? = nil) {
+        // A worker's record of a processed cancel is about the call, not a delivery: each pending
+        // delivery gets its own `cancelled` status.
+        guard !status.isCancelMarker else { return }
         let time = now()
-        let notify = state.withLock { state -> [(AsyncStream<Event>.Continuation, [Event])] in
-            var call = state.calls[status.callId] ?? CallView(callId: status.callId)
-            let changed = call.apply(status: status, partition: partition)
-            state.calls[status.callId] = call
-            state.touch(status.callId, now: time)
-            state.evict(now: time, window: window, capacity: capacity)
-            guard changed, let subscribers = state.subscribers[status.callId] else { return [] }
-            let events: [Event] = call.isComplete ? [.status(status), .complete] : [.status(status)]
-            return subscribers.values.map { ($0, events) }
+        let (notify, complete, eventID, ended) = state.withLock { state in
+            let key = state.route(status)
+            var call = state.calls[key]?.view ?? CallView(callId: status.callId, tenant: status.tenant)
+            let eventID = offset ?? call.lastEventID + 1
+            let changed = call.apply(status: status, partition: partition, eventID: eventID)
+            state.store(call, at: key, now: time)
+            let ended = state.evict(now: time, window: window, budget: budgetBytes)
+            let notify = changed ? Array((state.subscribers[key] ?? [:]).values) : []
+            return (notify, call.isComplete, eventID, ended)
         }
-        for (continuation, events) in notify {
-            for event in events { continuation.yield(event) }
+        for buffer in ended { buffer.finish(complete: false) }
+        guard !notify.isEmpty else { return }
+        let frame = Self.frame(id: eventID, status: status)
+        for buffer in notify {
+            buffer.push(frame)
+            if complete { buffer.finish(complete: true) }
         }
     }
 
-    /// Subscribes to a call's changes; nil when the call is unknown.
-    public func subscribe(_ callId: String, bufferLimit: Int = 256) -> Subscription? {
-        let (stream, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(bufferLimit))
-        let result = state.withLock { state -> (Int, [CallStatus], Bool)? in
-            guard let call = state.calls[callId] else { return nil }
+    /// Subscribes to a call's changes; nil when the call is unknown. `after`: the client's
+    /// `Last-Event-ID` (only newer statuses are in `initial`).
+    public func subscribe(_ key: CallKey, after lastEventID: Int64? = nil, bufferBytes: Int = 64 * 1024) -> Subscription? {
+        let buffer = EventBuffer(limit: bufferBytes)
+        let result = state.withLock { state -> (Int, [(id: Int64, status: CallStatus)], Bool)? in
+            guard let call = state.calls[key]?.view else { return nil }
             let id = state.nextSubscriber
             state.nextSubscriber += 1
-            state.subscribers[callId, default: [:]][id] = continuation
-            return (id, call.statuses, call.isComplete)
+            state.subscribers[key, default: [:]][id] = buffer
+            return (id, call.events.filter { $0.id > (lastEventID ?? Int64.min) }, call.isComplete)
         }
-        guard let result else {
-            continuation.finish()
-            return nil
-        }
-        let (id, initial, complete) = result
+        guard let (id, initial, complete) = result else { return nil }
         let cancel: @Sendable () -> Void = { [weak self] in
-            let removed = self?.state.withLock { state -> AsyncStream<Event>.Continuation? in
-                let removed = state.subscribers[callId]?.removeValue(forKey: id)
-                if state.subscribers[callId]?.isEmpty == true { state.subscribers[callId] = nil }
+            _ = self?.state.withLock { state -> EventBuffer? in
+                let removed = state.subscribers[key]?.removeValue(forKey: id)
+                if state.subscribers[key]?.isEmpty == true { state.subscribers[key] = nil }
                 return removed
             }
-            removed?.finish()
         }
-        continuation.onTermination = { _ in cancel() }
-        return Subscription(initial: initial, complete: complete, events: stream, cancel: cancel)
+        return Subscription(initial: initial, complete: complete, buffer: buffer, cancel: cancel)
     }
 
     /// Open SSE subscriptions.
     public var subscriberCount: Int { state.withLock { $0.subscribers.values.reduce(0) { $0 + $1.count } } }
+
+    /// One SSE `status` frame with its event id.
+    public static func frame(id: Int64, status: CallStatus) -> ByteBuffer {
+        let json = (try? status.encoded()).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return ByteBuffer(string: "id: \(id)\nevent: status\ndata: \(json)\n\n")
+    }
 }
 
 extension Duration {

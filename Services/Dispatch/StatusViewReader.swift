@@ -16,7 +16,6 @@ public final class StatusViewReader: Service {
     private let statusTopic: String
     private let window: Duration
     private let view: StatusView
-    private let onStatus: @Sendable (CallStatus) -> Void
     private let metrics: DispatchMetrics?
     private let logger: Logger
     private let ready = Atomic<Bool>(false)
@@ -26,8 +25,7 @@ public final class StatusViewReader: Service {
     private let ownOrigin: [UInt8]?
 
     public init(kafka: KafkaConfiguration, requestsTopic: String, statusTopic: String, window: Duration, view: StatusView,
-                metrics: DispatchMetrics? = nil, ownOrigin: [UInt8]? = nil, logger: Logger,
-                onStatus: @escaping @Sendable (CallStatus) -> Void = { _ in }) {
+                metrics: DispatchMetrics? = nil, ownOrigin: [UInt8]? = nil, logger: Logger) {
         self.ownOrigin = ownOrigin
         self.kafka = kafka
         self.requestsTopic = requestsTopic
@@ -36,7 +34,6 @@ public final class StatusViewReader: Service {
         self.view = view
         self.metrics = metrics
         self.logger = logger
-        self.onStatus = onStatus
     }
 
     /// True once every partition of both topics is assigned.
@@ -116,8 +113,7 @@ public final class StatusViewReader: Service {
         metrics?.viewEvent()
         if message.topic == statusTopic {
             guard let status = try? CallStatus.decode(Data(message.value)) else { return }
-            view.apply(status: status, partition: message.partition)
-            onStatus(status)
+            view.apply(status: status, partition: message.partition, offset: message.offset)
         } else if message.topic == requestsTopic {
             if let ownOrigin, message.header(DispatchAPI.originHeader)?.value == ownOrigin { return }
             guard case .ring(let ring)? = try? CallRequest.decode(Data(message.value)) else { return }

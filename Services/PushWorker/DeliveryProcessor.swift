@@ -89,7 +89,7 @@ public struct DeliveryProcessor: Sendable {
         }
         switch request {
         case .cancel(let cancel):
-            cancels.cancel(callId: cancel.callId, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
+            cancels.cancel(callId: cancel.scope, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
             logger.info("call cancelled", metadata: ["call.id": "\(cancel.callId)"])
             return .cancel(cancel)
         case .ring(let ring):
@@ -126,7 +126,7 @@ public struct DeliveryProcessor: Sendable {
     private func recordCancel(_ cancel: CancelRequest, event: InboundEvent) async -> DeliveryResult {
         let marker = CallStatus(callId: cancel.callId, state: .cancelled, attempt: 0, replay: 0, at: now(),
                                 error: cancel.reason.map { .init(code: "cancel", message: String($0.prefix(256))) },
-                                worker: settings.workerID)
+                                worker: settings.workerID, tenant: cancel.tenant)
         switch await durably({ try await publisher.publish(status: marker, partition: event.partition, within: $0) }) {
         case .written: return .finished(.cancelled)
         case .handedBack: return .handedBack
@@ -143,7 +143,8 @@ public struct DeliveryProcessor: Sendable {
     private func deliver(_ ring: RingRequest, event: InboundEvent) async -> DeliveryResult {
         let deviceKey = DeviceKey.make(token: ring.device.token)
         let status = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app,
-                                state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID)
+                                state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID,
+                                tenant: ring.tenant)
         let log = DeliveryLog(logger: logger, ring: ring, deviceKey: deviceKey)
 
         // Dedupe first: a redelivered event whose delivery was already handled (e.g. `sent`) is a
@@ -171,7 +172,7 @@ public struct DeliveryProcessor: Sendable {
                      log: DeliveryLog) async -> (DeliveryResult, accepted: Bool) {
         let payload: Data
         do {
-            let ackToken = ackTokens.token(callId: ring.callId, deviceKey: deviceKey)
+            let ackToken = ackTokens.token(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay, ringDeadline: ring.ringDeadline)
             payload = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
         } catch {
             return (await reject(event, error: error, ring: ring), false)
@@ -181,7 +182,7 @@ public struct DeliveryProcessor: Sendable {
         var machine = DeliveryStateMachine(ring: ring, status: status,
                                            settings: .init(retry: settings.retry, attemptTimeout: settings.attemptTimeout))
         var accepted = false
-        var action = machine.begin(now: now(), callCancelled: cancels.isCancelled(ring.callId))
+        var action = machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
         while true {
             switch action {
             case .admit:
@@ -195,16 +196,16 @@ public struct DeliveryProcessor: Sendable {
                 metrics?.apnsLatency(app: ring.app, ContinuousClock.now - sentAt)
                 accepted = accepted || attempt.disposition == .sent
                 recordCredentialEvidence(machine.credentialEvidence(of: attempt), scope: scope, probe: machine.probing, reason: attempt.reason)
-                action = machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(ring.callId))
+                action = machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(ring))
             case .recordRetry(let retrying, let reason):
                 metrics?.retry(app: ring.app, reason: reason)
                 log(.info, "push will be retried", metadata: ["apns.reason": "\(reason ?? "-")"])
                 guard case .written = await durably({ try await publisher.publish(status: retrying, partition: event.partition, within: $0) }) else {
                     return (.handedBack, accepted)
                 }
-                action = machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring.callId), taskCancelled: Task.isCancelled)
+                action = machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring), taskCancelled: Task.isCancelled)
             case .backOff(let delay):
-                let cancelled = await cancels.sleep(for: delay, unlessCancelled: ring.callId)
+                let cancelled = await cancels.sleep(for: delay, unlessCancelled: ring.cancelScope)
                 action = machine.wokeUp(now: now(), callCancelled: cancelled, taskCancelled: Task.isCancelled)
             case .finish(let outcome, let deadLetter, let pushed):
                 switch outcome.state {
@@ -265,7 +266,7 @@ public struct DeliveryProcessor: Sendable {
         let status = CallStatus(callId: callId, deviceId: ring?.device.id,
                                 deviceKey: ring.map { DeviceKey.make(token: $0.device.token) }, app: ring?.app,
                                 state: .rejected, attempt: 0, replay: ring?.replay ?? 0, at: now(),
-                                error: errorInfo, worker: settings.workerID)
+                                error: errorInfo, worker: settings.workerID, tenant: ring?.tenant)
         return await finish(status, event: event, deadLetter: true)
     }
 

@@ -141,7 +141,7 @@ public final class PartitionCoordinator: Sendable {
             coverage = await history.rebuild(
                 partitions: partitions, now: Date(),
                 handled: { partition, key, until in stores[partition]?.remember(key, until: until) },
-                cancelled: { _, callId, at in cancels?.cancel(callId: callId, forgetAfter: at.addingTimeInterval(cancelMemory.seconds)) })
+                cancelled: { _, scope, at in cancels?.cancel(callId: scope, forgetAfter: at.addingTimeInterval(cancelMemory.seconds)) })
         }
         let (installed, waiters) = state.withLock { state -> ([Int32], [CheckedContinuation<Void, Never>]) in
             var installed: [Int32] = []
@@ -361,7 +361,7 @@ public final class PartitionCoordinator: Sendable {
 /// Reads what the status history says about newly assigned partitions (`StatusHistoryReader`).
 public protocol StatusHistoryRebuilding: Sendable {
     /// `handled` gets each delivery in a handled state and until when to remember it; `cancelled`
-    /// each call-level cancel marker (partition, call id, when).
+    /// each call-level cancel marker (partition, cancel scope — tenant and call id —, when).
     func rebuild(partitions: [Int32], now: Date, handled: (Int32, DeliveryKey, Date) -> Void,
                  cancelled: (Int32, String, Date) -> Void) async -> [Int32: StatusHistoryCoverage]
 }

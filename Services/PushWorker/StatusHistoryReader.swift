@@ -51,8 +51,9 @@ public struct StatusHistoryReader: Sendable {
     /// Reads the status history of `partitions` (newest first, bounded by ``timeout``) and reports:
     /// - `handled(partition, key, rememberUntil)`: a delivery in a handled state (``handledStates``,
     ///   with a device key), to be remembered until `rememberUntil` (its status time + `window`);
-    /// - `cancelled(partition, callId, at)`: a call-level cancel marker (state `cancelled`, no
-    ///   device key).
+    /// - `cancelled(partition, scope, at)`: a call-level cancel marker (state `cancelled`, no
+    ///   device key), under the key a cancel is remembered by (its tenant and call id,
+    ///   ``CallRequest/cancelScope(callId:tenant:)``).
     ///
     /// Statuses older than `now − window` are skipped. Returns the coverage of every partition;
     /// partial and failed ones are also logged at error.
@@ -89,7 +90,7 @@ public struct StatusHistoryReader: Sendable {
                 }
             } else if status.state == .cancelled {
                 remembered += 1
-                cancelled(message.partition, status.callId, status.at)
+                cancelled(message.partition, status.cancelScope, status.at)
             }
             return true
         }

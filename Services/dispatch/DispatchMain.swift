@@ -23,6 +23,9 @@ struct DispatchMain {
             let group = ServiceGroup(configuration: .init(
                 services: app.services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
             try await group.run()
+        } catch let error as DispatchConfigurationError {
+            FileHandle.standardError.write(Data("dispatch: configuration error: \(error)\n".utf8))
+            exit(2)
         } catch {
             FileHandle.standardError.write(Data("dispatch: \(error)\n".utf8))
             exit(1)

@@ -15,8 +15,18 @@ public struct CallAck: Sendable, Hashable, Codable {
     public var ackToken: String
     public var outcome: Outcome
     /// With `suppressed`: the CallKit error (`code` e.g. `filteredByDoNotDisturb`, `domain`
-    /// `com.apple.CallKit.error.incomingcall`).
+    /// `com.apple.CallKit.error.incomingcall`). Bounded (see ``Limits``) because it comes from a
+    /// device and reaches backends; ignored with `reported`.
     public var error: CallStatus.ErrorInfo?
+
+    /// Limits on what a device may send.
+    public enum Limits {
+        /// `error.code` and `error.domain`: 1–64 / 1–128 bytes of ASCII letters, digits, '.', '-', '_'.
+        public static let errorCodeBytes = 64
+        public static let errorDomainBytes = 128
+        /// `error.message`: at most 256 bytes, no control or format (bidi, zero-width) characters.
+        public static let errorMessageBytes = 256
+    }
 
     public init(deviceKey: String, ackToken: String, outcome: Outcome, error: CallStatus.ErrorInfo? = nil) {
         self.deviceKey = deviceKey
@@ -32,10 +42,35 @@ public struct CallAck: Sendable, Hashable, Codable {
         self.deviceKey = try c.requiredString(.deviceKey, maxBytes: 64)
         self.ackToken = try c.requiredString(.ackToken, maxBytes: 128)
         self.outcome = try c.requiredEnum(Outcome.self, .outcome)
-        self.error = try c.decodeIfPresent(CallStatus.ErrorInfo.self, forKey: .error)
+        let error = try c.decodeIfPresent(CallStatus.ErrorInfo.self, forKey: .error)
+        if let error, let problem = Self.errorProblem(error, path: c.path(.error)) { throw problem }
+        // A device that showed the call has no error to report: one sent anyway is not kept.
+        self.error = outcome == .reported ? nil : error
         if outcome == .suppressed, error == nil {
             throw ContractError(.missingField, path: c.path(.error), "required when outcome is \"suppressed\"")
         }
+    }
+
+    /// The first rule of ``Limits`` that `error` breaks, naming the field (`error.code`), or nil.
+    public static func errorProblem(_ error: CallStatus.ErrorInfo, path: String = "error") -> ContractError? {
+        func token(_ value: String, _ field: String, maxBytes: Int) -> ContractError? {
+            guard !value.isEmpty, value.utf8.count <= maxBytes, value.utf8.allSatisfy(\.isAppNameCharacter) else {
+                return ContractError(.invalidValue, path: "\(path).\(field)",
+                                     "1 to \(maxBytes) of ASCII letters, digits, '.', '-' and '_'")
+            }
+            return nil
+        }
+        if let problem = token(error.code, "code", maxBytes: Limits.errorCodeBytes) { return problem }
+        if let domain = error.domain, let problem = token(domain, "domain", maxBytes: Limits.errorDomainBytes) { return problem }
+        if let message = error.message {
+            if message.utf8.count > Limits.errorMessageBytes {
+                return ContractError(.invalidValue, path: "\(path).message", "longer than \(Limits.errorMessageBytes) bytes")
+            }
+            if message.unicodeScalars.contains(where: { [.control, .format].contains($0.properties.generalCategory) }) {
+                return ContractError(.invalidValue, path: "\(path).message", "contains control or format characters")
+            }
+        }
+        return nil
     }
 
     public static func decode(_ data: Data) throws(ContractError) -> CallAck {

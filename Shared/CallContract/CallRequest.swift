@@ -25,6 +25,14 @@ public enum CallRequest: Sendable, Hashable {
         }
     }
 
+    /// The key under which a worker remembers a cancel and checks a ring: `<tenant>/<callId>` for
+    /// events of a tenant, the bare callId otherwise. A ring is cancelled by a cancel of its own
+    /// scope or by one without a tenant (producers that predate tenants cancel every ring of the call).
+    public static func cancelScope(callId: String, tenant: String?) -> String {
+        guard let tenant else { return callId }
+        return tenant + "/" + callId
+    }
+
     /// Decodes and validates an event. The error names the first failing field by JSON path.
     public static func decode(_ data: Data) throws(ContractError) -> CallRequest {
         if let ring = fastRing(data) { return .ring(ring) }

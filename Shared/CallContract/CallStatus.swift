@@ -100,11 +100,17 @@ public struct CallStatus: Sendable, Hashable, Codable {
     public var error: ErrorInfo?
     /// Which worker (or dispatch instance) wrote the status.
     public var worker: String
+    /// Whether this is the call-level record of a processed `cancel` (state `cancelled`, no device)
+    /// rather than the status of one delivery.
+    public var isCancelMarker: Bool { state == .cancelled && deviceKey == nil }
+
+    /// The tenant of the call, copied from its ring event (absent when the ring had none).
+    public var tenant: String?
 
     public init(
         callId: String, deviceId: String? = nil, deviceKey: String? = nil, app: String? = nil,
         state: State, attempt: Int = 0, replay: Int = 0, at: Date, apns: APNsDetails? = nil,
-        error: ErrorInfo? = nil, worker: String
+        error: ErrorInfo? = nil, worker: String, tenant: String? = nil
     ) {
         self.callId = callId
         self.deviceId = deviceId
@@ -117,10 +123,11 @@ public struct CallStatus: Sendable, Hashable, Codable {
         self.apns = apns
         self.error = error
         self.worker = worker
+        self.tenant = tenant
     }
 
     enum CodingKeys: String, CodingKey {
-        case callId, deviceId, deviceKey, app, state, attempt, replay, at, apns, error, worker
+        case callId, deviceId, deviceKey, app, state, attempt, replay, at, apns, error, worker, tenant
     }
 
     public init(from decoder: any Decoder) throws {
@@ -136,6 +143,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
         self.apns = try c.decodeIfPresent(APNsDetails.self, forKey: .apns)
         self.error = try c.decodeIfPresent(ErrorInfo.self, forKey: .error)
         self.worker = try c.optionalString(.worker, maxBytes: 256, allowEmpty: true) ?? ""
+        self.tenant = try c.optionalTenant(.tenant)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -151,6 +159,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
         try c.encode(apns, forKey: .apns)
         try c.encode(error, forKey: .error)
         try c.encode(worker, forKey: .worker)
+        try c.encodeIfPresent(tenant, forKey: .tenant)
     }
 
     /// Decodes and validates a status event.
@@ -190,6 +199,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
             }
             json.member("replay", replay)
             json.member("state", state.rawValue)
+            if let tenant { json.member("tenant", tenant) }
             json.member("worker", worker)
         }
         return json.data

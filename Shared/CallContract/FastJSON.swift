@@ -300,7 +300,7 @@ extension Caller {
 
 extension RingRequest {
     static let fastKeys: Set<String> = [
-        "type", "callId", "app", "device", "caller", "hasVideo", "requestedAt", "ringDeadline", "maxDurationSeconds", "attributes", "replay",
+        "type", "callId", "app", "device", "caller", "hasVideo", "requestedAt", "ringDeadline", "maxDurationSeconds", "attributes", "replay", "tenant",
     ]
 
     /// A `ring` event in the fast subset that passes every rule of the decoder, else nil.
@@ -314,11 +314,11 @@ extension RingRequest {
               case .string(let requestedText)? = value["requestedAt"], let requestedAt = FastJSON.timestamp(requestedText),
               case .string(let deadlineText)? = value["ringDeadline"], let ringDeadline = FastJSON.timestamp(deadlineText),
               let maxDuration = value.integer("maxDurationSeconds"), let replay = value.integer("replay"),
-              let attributes = value.stringMap("attributes")
+              let attributes = value.stringMap("attributes"), let tenant = value.text("tenant")
         else { return nil }
         self.init(callId: callId, app: app, device: device, caller: caller, hasVideo: hasVideo ?? false,
                   requestedAt: requestedAt, ringDeadline: ringDeadline, maxDurationSeconds: maxDuration,
-                  attributes: attributes, replay: replay ?? 0)
+                  attributes: attributes, replay: replay ?? 0, tenant: tenant)
         guard (try? validate()) != nil else { return nil }
     }
 }

@@ -39,6 +39,13 @@ extension KeyedDecodingContainer {
         }
     }
 
+    /// An optional tenant name (see ``TenantName``).
+    func optionalTenant(_ key: Key) throws -> String? {
+        guard let value = try decodeIfPresent(String.self, forKey: key) else { return nil }
+        if let problem = TenantName.problem(value) { throw invalid(key, problem) }
+        return value
+    }
+
     /// A required RFC 3339 timestamp.
     func requiredTimestamp(_ key: Key) throws -> Date {
         guard contains(key), try !decodeNil(forKey: key) else {
@@ -92,6 +99,17 @@ extension KeyedDecodingContainer {
     func optionalEnum<E: RawRepresentable & CaseIterable>(_ type: E.Type, _ key: Key) throws -> E? where E.RawValue == String {
         guard contains(key), try !decodeNil(forKey: key) else { return nil }
         return try requiredEnum(type, key)
+    }
+}
+
+/// Tenant names (dispatch's owners of calls): 1–64 of ASCII letters, digits, '.', '-', '_'.
+public enum TenantName {
+    /// Why `name` is not a tenant name, or nil.
+    public static func problem(_ name: String) -> String? {
+        if name.isEmpty || name.utf8.count > RingRequest.Limits.tenantNameBytes || !name.utf8.allSatisfy(\.isAppNameCharacter) {
+            return "1 to \(RingRequest.Limits.tenantNameBytes) of letters, digits, '.', '-' and '_'"
+        }
+        return nil
     }
 }
 

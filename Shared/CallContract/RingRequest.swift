@@ -16,6 +16,9 @@ public struct RingRequest: Sendable, Hashable, Codable {
     public var attributes: [String: String]
     /// Replay generation: 0 for the original, incremented by each `callpush replay`.
     public var replay: Int
+    /// The dispatch tenant that owns the call (absent on events from producers without tenants).
+    /// Statuses copy it, and a `cancel` applies to the rings of its own tenant (see `cancelScope`).
+    public var tenant: String?
 
     /// Limits the decoder enforces.
     public enum Limits {
@@ -25,12 +28,13 @@ public struct RingRequest: Sendable, Hashable, Codable {
         public static let attributeValueBytes = 1024
         public static let maxDurationSeconds = 1...86_400
         public static let replay = 0...1_000
+        public static let tenantNameBytes = 64
     }
 
     public init(
         callId: String, app: String, device: Device, caller: Caller, hasVideo: Bool = false,
         requestedAt: Date, ringDeadline: Date, maxDurationSeconds: Int? = nil,
-        attributes: [String: String] = [:], replay: Int = 0
+        attributes: [String: String] = [:], replay: Int = 0, tenant: String? = nil
     ) {
         self.callId = callId
         self.app = app
@@ -42,11 +46,12 @@ public struct RingRequest: Sendable, Hashable, Codable {
         self.maxDurationSeconds = maxDurationSeconds
         self.attributes = attributes
         self.replay = replay
+        self.tenant = tenant
     }
 
     enum CodingKeys: String, CodingKey {
         case type, callId, app, device, caller, hasVideo, requestedAt, ringDeadline
-        case maxDurationSeconds, attributes, replay
+        case maxDurationSeconds, attributes, replay, tenant
     }
 
     public init(from decoder: any Decoder) throws {
@@ -70,6 +75,7 @@ public struct RingRequest: Sendable, Hashable, Codable {
         self.maxDurationSeconds = try c.optionalInt(.maxDurationSeconds, in: Limits.maxDurationSeconds)
         self.attributes = try Self.decodeAttributes(c)
         self.replay = try c.optionalInt(.replay, in: Limits.replay) ?? 0
+        self.tenant = try c.optionalTenant(.tenant)
     }
 
     private static func decodeAttributes(_ c: KeyedDecodingContainer<CodingKeys>) throws -> [String: String] {
@@ -123,6 +129,7 @@ public struct RingRequest: Sendable, Hashable, Codable {
         guard Limits.replay.contains(replay) else {
             throw ContractError(.invalidValue, path: "replay", "must be between \(Limits.replay.lowerBound) and \(Limits.replay.upperBound)")
         }
+        if let tenant, let problem = TenantName.problem(tenant) { throw ContractError(.invalidValue, path: "tenant", problem) }
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -138,6 +145,7 @@ public struct RingRequest: Sendable, Hashable, Codable {
         try c.encodeIfPresent(maxDurationSeconds, forKey: .maxDurationSeconds)
         try c.encode(attributes, forKey: .attributes)
         try c.encode(replay, forKey: .replay)
+        try c.encodeIfPresent(tenant, forKey: .tenant)
     }
 
     /// `encode(to:)`'s members in sorted order, through the contract's writer.
@@ -152,8 +160,13 @@ public struct RingRequest: Sendable, Hashable, Codable {
         json.member("replay", replay)
         json.member("requestedAt", requestedAt)
         json.member("ringDeadline", ringDeadline)
+        if let tenant { json.member("tenant", tenant) }
         json.member("type", "ring")
     }
+
+    /// The key a worker remembers a cancel under: a `cancel` with a tenant stops only that
+    /// tenant's rings of the call (two tenants may use one callId); see ``CallRequest/cancelScope(callId:tenant:)``.
+    public var cancelScope: String { CallRequest.cancelScope(callId: callId, tenant: tenant) }
 
     /// Whether the ring deadline has passed at `now`.
     public func isExpired(at now: Date) -> Bool { now >= ringDeadline }

@@ -1,7 +1,8 @@
 import Foundation
 
-/// The five fields of a ``CallStatus`` a dedupe rebuild needs — `callId`, `deviceKey`, `replay`,
-/// `state`, `at` — decoded without building a `CallStatus`.
+/// The fields of a ``CallStatus`` a dedupe rebuild needs — `callId`, `deviceKey`, `replay`,
+/// `state`, `at`, and `tenant` (a cancel applies to its tenant's rings) — decoded without building
+/// a `CallStatus`.
 ///
 /// ``init(json:)`` scans the document once: it reads the five fields (with the same rules as
 /// ``CallStatus``'s decoder) and steps over every other member, checking only that it is
@@ -15,18 +16,23 @@ public struct StatusDigest: Sendable, Hashable {
     public var replay: Int
     public var state: CallStatus.State
     public var at: Date
+    public var tenant: String?
 
     /// `callId` and `deviceKey` bounds, as ``CallStatus``'s decoder has them.
     static let callIdBytes = 64
     static let deviceKeyBytes = 64
 
-    public init(callId: String, deviceKey: String?, replay: Int, state: CallStatus.State, at: Date) {
+    public init(callId: String, deviceKey: String?, replay: Int, state: CallStatus.State, at: Date, tenant: String? = nil) {
         self.callId = callId
         self.deviceKey = deviceKey
         self.replay = replay
         self.state = state
         self.at = at
+        self.tenant = tenant
     }
+
+    /// The key the worker remembers a call-level cancel under (``CallRequest/cancelScope(callId:tenant:)``).
+    public var cancelScope: String { CallRequest.cancelScope(callId: callId, tenant: tenant) }
 
     /// The digest of a status document, or nil when the document is not JSON or its five fields
     /// break the contract's rules.
@@ -51,16 +57,18 @@ public struct StatusDigest: Sendable, Hashable {
     /// The `Codable` path alone.
     init?(decoding bytes: [UInt8]) {
         guard let fields = try? ContractCoding.decode(Fields.self, from: Data(bytes)) else { return nil }
-        self.init(callId: fields.callId, deviceKey: fields.deviceKey, replay: fields.replay, state: fields.state, at: fields.at)
+        self.init(callId: fields.callId, deviceKey: fields.deviceKey, replay: fields.replay, state: fields.state, at: fields.at,
+                  tenant: fields.tenant)
     }
 
-    /// The five fields with ``CallStatus``'s rules.
+    /// The digest's fields with ``CallStatus``'s rules.
     private struct Fields: Decodable {
         var callId: String
         var deviceKey: String?
         var replay: Int
         var state: CallStatus.State
         var at: Date
+        var tenant: String?
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CallStatus.CodingKeys.self)
@@ -69,6 +77,7 @@ public struct StatusDigest: Sendable, Hashable {
             replay = try c.optionalInt(.replay, in: RingRequest.Limits.replay) ?? 0
             state = try c.requiredEnum(CallStatus.State.self, .state)
             at = try c.requiredTimestamp(.at)
+            tenant = try c.optionalTenant(.tenant)
         }
     }
 }
@@ -83,7 +92,7 @@ private struct StatusScanner {
     }
 
     private enum Field {
-        case callId, deviceKey, replay, state, at
+        case callId, deviceKey, replay, state, at, tenant
 
         /// Matches a key's bytes without making a `String` of it.
         static func named(_ key: UnsafeRawBufferPointer) -> Field? {
@@ -93,7 +102,7 @@ private struct StatusScanner {
             switch key.count {
             case 2: return equals("at") ? .at : nil
             case 5: return equals("state") ? .state : nil
-            case 6: return equals("callId") ? .callId : (equals("replay") ? .replay : nil)
+            case 6: return equals("callId") ? .callId : (equals("replay") ? .replay : (equals("tenant") ? .tenant : nil))
             case 9: return equals("deviceKey") ? .deviceKey : nil
             default: return nil
             }
@@ -106,6 +115,7 @@ private struct StatusScanner {
         var replay: Int??
         var state: CallStatus.State?
         var at: Date?
+        var tenant: String??
         skipSpace()
         guard take(UInt8(ascii: "{")) else { return nil }
         skipSpace()
@@ -142,6 +152,14 @@ private struct StatusScanner {
                 case .at:
                     guard at == nil, let text = plainText(), let value = FastJSON.timestamp(text) else { return nil }
                     at = value
+                case .tenant:
+                    guard tenant == nil else { return nil }
+                    if takeLiteral("null") {
+                        tenant = .some(nil)
+                    } else {
+                        guard let text = plainText(), TenantName.problem(text) == nil else { return nil }
+                        tenant = .some(text)
+                    }
                 case nil:
                     guard skipValue(depth: 1) else { return nil }
                 }
@@ -153,7 +171,8 @@ private struct StatusScanner {
         }
         skipSpace()
         guard index == bytes.count, let callId, let state, let at else { return nil }
-        return StatusDigest(callId: callId, deviceKey: deviceKey ?? nil, replay: (replay ?? nil) ?? 0, state: state, at: at)
+        return StatusDigest(callId: callId, deviceKey: deviceKey ?? nil, replay: (replay ?? nil) ?? 0, state: state, at: at,
+                            tenant: tenant ?? nil)
     }
 
     // MARK: reading

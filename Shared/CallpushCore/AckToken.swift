@@ -1,10 +1,36 @@
 import Crypto
 import Foundation
 
-/// The per-delivery token the worker puts in the VoIP payload and dispatch checks on `ack`:
-/// HMAC-SHA256 over the call id and device key with a secret shared by workers and dispatch,
-/// base64url without padding. Only the device that received the push can present it.
+/// The per-delivery token the worker puts in the VoIP payload and dispatch checks on `ack`.
+///
+/// Version 2 (``token(callId:deviceKey:replay:ringDeadline:)``) carries the ring deadline and the
+/// replay generation, so dispatch can refuse it once the deadline plus a grace has passed and
+/// bind the ack to that generation: base64url (no padding) of
+/// `0x02 ‖ ringDeadline (Unix ms, Int64 BE) ‖ replay (UInt16 BE) ‖ HMAC-SHA256(secret,
+/// "callpush-ack-v2\n" ‖ callId ‖ "\n" ‖ deviceKey ‖ "\n" ‖ the 11 bytes before the MAC)`, 58 characters.
+/// Version 1 (``token(callId:deviceKey:)``, 43 characters) is the bare HMAC over callId and device
+/// key, without expiry; dispatch accepts it only while its view knows the call's deadline.
+/// Only the device that received the push can present either.
 public struct AckTokenSigner: Sendable {
+    /// What a valid token says besides "this (call, device)".
+    public struct Claims: Sendable, Hashable {
+        /// 1 or 2.
+        public var version: Int
+        /// The replay generation the token was issued for (version 2).
+        public var replay: Int?
+        /// The ring deadline of that delivery (version 2).
+        public var ringDeadline: Date?
+
+        public init(version: Int, replay: Int? = nil, ringDeadline: Date? = nil) {
+            self.version = version
+            self.replay = replay
+            self.ringDeadline = ringDeadline
+        }
+    }
+
+    /// Characters of a version-2 token (the VoIP payload size check counts them).
+    public static let tokenLength = 58
+
     /// Raw secret bytes (swift-crypto's `SymmetricKey` is not `Sendable`; a key is made per use).
     private let secret: [UInt8]
     private var key: SymmetricKey { SymmetricKey(data: secret) }
@@ -20,20 +46,64 @@ public struct AckTokenSigner: Sendable {
         self.keyed = HMAC<SHA256>(key: SymmetricKey(data: secret))
     }
 
+    /// A version-2 token for one delivery: valid for this (call, device, replay generation) and
+    /// carrying its ring deadline.
+    public func token(callId: String, deviceKey: String, replay: Int, ringDeadline: Date) -> String {
+        let header = Self.header(replay: replay, ringDeadline: ringDeadline)
+        var hmac = keyed
+        hmac.update(data: Self.messageV2(callId, deviceKey, header))
+        return Base64URL.encode(header + Array(hmac.finalize()))
+    }
+
+    /// A version-1 token (no expiry, no replay generation): what workers before version 2 issued.
     public func token(callId: String, deviceKey: String) -> String {
         var hmac = keyed
         hmac.update(data: message(callId, deviceKey))
         return Base64URL.encode(Array(hmac.finalize()))
     }
 
-    /// Constant-time check of a presented token.
+    /// Constant-time check of a presented token of either version (expiry not considered).
     public func verify(_ token: String, callId: String, deviceKey: String) -> Bool {
-        guard token.utf8.count <= 64, let bytes = Base64URL.decode(token) else { return false }
-        return HMAC<SHA256>.isValidAuthenticationCode(bytes, authenticating: message(callId, deviceKey), using: key)
+        claims(token, callId: callId, deviceKey: deviceKey) != nil
+    }
+
+    /// What a valid token says, or nil when it is not valid for this (call, device).
+    public func claims(_ token: String, callId: String, deviceKey: String) -> Claims? {
+        guard token.utf8.count <= 64, let bytes = Base64URL.decode(token) else { return nil }
+        switch bytes.count {
+        case 32:
+            guard HMAC<SHA256>.isValidAuthenticationCode(bytes, authenticating: message(callId, deviceKey), using: key) else { return nil }
+            return Claims(version: 1)
+        case 43 where bytes[0] == 2:
+            let header = Array(bytes[0..<11])
+            guard HMAC<SHA256>.isValidAuthenticationCode(Array(bytes[11...]), authenticating: Self.messageV2(callId, deviceKey, header),
+                                                         using: key) else { return nil }
+            var millis: Int64 = 0
+            for byte in header[1..<9] { millis = millis << 8 | Int64(byte) }
+            let replay = Int(header[9]) << 8 | Int(header[10])
+            return Claims(version: 2, replay: replay, ringDeadline: Date(timeIntervalSince1970: Double(millis) / 1000))
+        default:
+            return nil
+        }
     }
 
     private func message(_ callId: String, _ deviceKey: String) -> [UInt8] {
         Array("callpush-ack-v1\n\(callId.lowercased())\n\(deviceKey)".utf8)
+    }
+
+    private static func messageV2(_ callId: String, _ deviceKey: String, _ header: [UInt8]) -> [UInt8] {
+        Array("callpush-ack-v2\n\(callId.lowercased())\n\(deviceKey)\n".utf8) + header
+    }
+
+    /// Version byte, deadline in Unix milliseconds and replay generation (clamped to their fields).
+    private static func header(replay: Int, ringDeadline: Date) -> [UInt8] {
+        let millis = Int64((ringDeadline.timeIntervalSince1970 * 1000).rounded(.down))
+        let generation = UInt16(clamping: replay)
+        var bytes: [UInt8] = [2]
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: millis >> Int64(shift))) }
+        bytes.append(UInt8(generation >> 8))
+        bytes.append(UInt8(generation & 0xFF))
+        return bytes
     }
 }
 

@@ -27,12 +27,14 @@ public final class EnvironmentReader {
         return number
     }
 
-    /// The content of `path` (one trailing newline removed).
+    /// The content of `path` (one trailing line end, `\n` or `\r\n`, removed).
     public func file(_ path: String, key: String) throws(ConfigurationError) -> String {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
             throw ConfigurationError(key, "cannot read file \(path)")
         }
-        return text.hasSuffix("\n") ? String(text.dropLast()) : text
+        // In Swift "\r\n" is one Character, so `hasSuffix("\n")` alone misses a CRLF line end.
+        if text.hasSuffix("\r\n") || text.hasSuffix("\n") { return String(text.dropLast()) }
+        return text
     }
 
     /// A secret from `<KEY>_FILE` (preferred) or `<KEY>`; nil when neither is set.

@@ -25,6 +25,19 @@ import Testing
         #expect(try decoded.encoded() == encoded)
     }
 
+    @Test func theTenantRoundTripsAndIsOptional() throws {
+        var owned = status
+        owned.tenant = "taxi"
+        let encoded = try owned.encoded()
+        let object = try #require(try JSONSerialization.jsonObject(with: encoded) as? [String: Any])
+        #expect(object["tenant"] as? String == "taxi")
+        #expect(try CallStatus.decode(encoded) == owned)
+        #expect(try ContractCoding.encode(owned) == encoded, "the writer and the Codable encoder agree")
+        #expect(try CallStatus.decode(try status.encoded()).tenant == nil, "statuses without a tenant keep working")
+        let bad = String(decoding: encoded, as: UTF8.self).replacingOccurrences(of: #""tenant":"taxi""#, with: #""tenant":"a b""#)
+        #expect(throws: ContractError.self) { try CallStatus.decode(Data(bad.utf8)) }
+    }
+
     @Test func timestampsRoundTripAtMillisecondPrecision() throws {
         for millis in [0, 1, 12, 999, 1_795_262_400_012, 1_795_262_400_999, -1, -1001] as [Int64] {
             let date = Date(timeIntervalSince1970: Double(millis) / 1000)
@@ -78,5 +91,29 @@ import Testing
         let ack = try CallAck.decode(Data(json.utf8))
         #expect(ack.outcome == .suppressed)
         #expect(ack.error?.code == "filteredByDoNotDisturb")
+    }
+
+    @Test func theErrorADeviceSendsIsBounded() throws {
+        func decode(_ error: String, outcome: String = "suppressed") throws(ContractError) -> CallAck {
+            try CallAck.decode(Data(#"{"deviceKey":"k","ackToken":"t","outcome":"\#(outcome)","error":\#(error)}"#.utf8))
+        }
+        for (error, field) in [
+            (#"{"code":"\#(String(repeating: "A", count: 65))"}"#, "error.code"),
+            (#"{"code":"a b"}"#, "error.code"),
+            (#"{"code":"ok","domain":"x\u202Ey"}"#, "error.domain"),
+            (#"{"code":"ok","message":"\#(String(repeating: "m", count: 257))"}"#, "error.message"),
+            (#"{"code":"ok","message":"a\u2066b"}"#, "error.message"),
+            (#"{"code":"ok","message":"a\u0007b"}"#, "error.message"),
+        ] {
+            do {
+                _ = try decode(error)
+                Issue.record("accepted \(error)")
+            } catch {
+                #expect(error.path == field)
+                #expect(error.code == .invalidValue)
+            }
+        }
+        #expect(try decode(#"{"code":"ok","message":"\#(String(repeating: "é", count: 128))"}"#).error?.message?.utf8.count == 256)
+        #expect(try decode(#"{"code":"filteredByDoNotDisturb"}"#, outcome: "reported").error == nil, "a shown call carries no error")
     }
 }

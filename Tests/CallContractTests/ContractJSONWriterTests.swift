@@ -53,7 +53,7 @@ import Testing
             callId: UUID().uuidString.lowercased(), app: g.string(), device: Device(token: g.string(), environment: g.bool() ? .sandbox : .production, id: g.optional { $0.string() }),
             caller: Caller(handle: g.string(), handleType: Caller.HandleType.allCases[g.int(0...2)], displayName: g.optional { $0.string() }),
             hasVideo: g.bool(), requestedAt: g.date(), ringDeadline: g.date(), maxDurationSeconds: g.optional { $0.int(-5...90_000) },
-            attributes: g.attributes(), replay: g.int(0...1_200))
+            attributes: g.attributes(), replay: g.int(0...1_200), tenant: g.optional { $0.bool() ? "taxi-1" : $0.string() })
     }
 
     @Test func callRequestsMatchTheContractEncoder() throws {
@@ -61,7 +61,8 @@ import Testing
             var g = Generator(state: seed)
             let ringEvent = CallRequest.ring(ring(&g))
             #expect(try ringEvent.encoded() == ContractCoding.encode(ringEvent), "seed \(seed)")
-            let cancelEvent = CallRequest.cancel(CancelRequest(callId: "x", requestedAt: g.date(), reason: g.optional { $0.string() }))
+            let cancelEvent = CallRequest.cancel(CancelRequest(callId: "x", requestedAt: g.date(), reason: g.optional { $0.string() },
+                                                                   tenant: g.optional { $0.string() }))
             #expect(try cancelEvent.encoded() == ContractCoding.encode(cancelEvent), "seed \(seed)")
         }
     }
@@ -78,7 +79,7 @@ import Testing
             let status = CallStatus(
                 callId: g.string(), deviceId: g.optional { $0.string() }, deviceKey: g.optional { $0.string() }, app: g.optional { $0.string() },
                 state: CallStatus.State.allCases[g.int(0...(CallStatus.State.allCases.count - 1))], attempt: g.int(0...9), replay: g.int(0...3),
-                at: g.date(), apns: apns, error: error, worker: g.string())
+                at: g.date(), apns: apns, error: error, worker: g.string(), tenant: g.optional { $0.string() })
             #expect(try status.encoded() == ContractCoding.encode(status), "seed \(seed)")
         }
     }

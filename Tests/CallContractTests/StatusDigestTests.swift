@@ -10,7 +10,8 @@ import Testing
     static let at = Date(timeIntervalSince1970: 1_795_262_400.012)
 
     static func digest(of status: CallStatus) -> StatusDigest {
-        StatusDigest(callId: status.callId, deviceKey: status.deviceKey, replay: status.replay, state: status.state, at: status.at)
+        StatusDigest(callId: status.callId, deviceKey: status.deviceKey, replay: status.replay, state: status.state, at: status.at,
+                     tenant: status.tenant)
     }
 
     static func statuses(_ g: inout Generator) -> CallStatus {
@@ -22,7 +23,7 @@ import Testing
             apns: g.optional { g in CallStatus.APNsDetails(id: g.optional { $0.string() }, status: g.optional { $0.int(100...599) },
                                                            reason: g.optional { $0.string() }) },
             error: g.optional { g in CallStatus.ErrorInfo(code: g.string(), message: g.optional { $0.string(maxLength: 40) }) },
-            worker: g.string())
+            worker: g.string(), tenant: g.optional { $0.bool() ? "taxi" : $0.string(maxLength: 70) })
     }
 
     @Test func aWorkersStatusTakesTheFastPath() throws {
@@ -34,6 +35,8 @@ import Testing
                        error: .init(code: "Unregistered", message: #"said "gone" \ left"#), worker: "w-1"),
             // A cancel marker: no device.
             CallStatus(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", state: .cancelled, at: Self.at, worker: "w-2"),
+            // A tenant's cancel marker: remembered under the tenant's scope.
+            CallStatus(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", state: .cancelled, at: Self.at, worker: "w-2", tenant: "clinic"),
         ]
         for status in statuses {
             let bytes = Array(try status.encoded())
@@ -41,6 +44,7 @@ import Testing
             #expect(fast == Self.digest(of: status))
             #expect(StatusDigest(decoding: bytes) == fast)
             #expect(StatusDigest(json: bytes) == fast)
+            #expect(fast.cancelScope == CallRequest.cancelScope(callId: status.callId, tenant: status.tenant))
         }
     }
 

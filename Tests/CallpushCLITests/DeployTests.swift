@@ -1,6 +1,7 @@
 import CallpushTestSupport
 import Foundation
 import Testing
+import DispatchService
 
 /// deploy/: every YAML/JSON file parses and the files agree with each other and with the
 /// programs' sources (deploy/tools/check_deploy.py, PyYAML). Docker is not available here, so
@@ -22,25 +23,65 @@ import Testing
         #expect(result.stdout.contains(": OK"))
     }
 
-    @Test func aBrokenReferenceIsCaught() async throws {
+    /// Runs the check on a copy of deploy/ with `edits` (file → replacements) applied.
+    func checkEdited(_ edits: [String: [(String, String)]]) async throws -> ChildProcess.Output {
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent("deploy-\(UUID().uuidString)")
         try FileManager.default.copyItem(at: ChildProcess.repositoryRoot.appendingPathComponent("deploy"), to: copy)
         defer { try? FileManager.default.removeItem(at: copy) }
-        let worker = copy.appendingPathComponent("kubernetes/push-worker.yaml")
-        try String(contentsOf: worker, encoding: .utf8)
-            .replacingOccurrences(of: "CALLPUSH_MAX_IN_FLIGHT", with: "CALLPUSH_MAX_INFLIGHT")
-            .replacingOccurrences(of: "terminationGracePeriodSeconds: 45", with: "terminationGracePeriodSeconds: 10")
-            .replacingOccurrences(of: "image: callpush/push-worker:0.1.0", with: "image: callpush/pusher:0.1.0")
-            .write(to: worker, atomically: true, encoding: .utf8)
-        let alerts = copy.appendingPathComponent("prometheus/callpush-alerts.yaml")
-        try String(contentsOf: alerts, encoding: .utf8)
-            .replacingOccurrences(of: "callpush_worker_dead_letters_total", with: "callpush_worker_dlq_total")
-            .write(to: alerts, atomically: true, encoding: .utf8)
-        let result = try await check(deploy: copy.path)
+        for (file, replacements) in edits {
+            let url = copy.appendingPathComponent(file)
+            var text = try String(contentsOf: url, encoding: .utf8)
+            for (old, new) in replacements { text = text.replacingOccurrences(of: old, with: new) }
+            try text.write(to: url, atomically: true, encoding: .utf8)
+        }
+        return try await check(deploy: copy.path)
+    }
+
+    @Test func aBrokenReferenceIsCaught() async throws {
+        let result = try await checkEdited([
+            "kubernetes/push-worker.yaml": [
+                ("CALLPUSH_MAX_IN_FLIGHT", "CALLPUSH_MAX_INFLIGHT"),
+                ("terminationGracePeriodSeconds: 45", "terminationGracePeriodSeconds: 10"),
+                ("image: callpush/push-worker:0.1.0", "image: callpush/pusher:0.1.0"),
+            ],
+            "prometheus/callpush-alerts.yaml": [("callpush_worker_dead_letters_total", "callpush_worker_dlq_total")],
+        ])
         #expect(result.status == 1)
         #expect(result.stdout.contains("CALLPUSH_MAX_INFLIGHT is not read by any program"))
         #expect(result.stdout.contains("terminationGracePeriodSeconds (10000 ms) must exceed"))
         #expect(result.stdout.contains("image callpush/pusher:0.1.0 is not built"))
         #expect(result.stdout.contains("metric callpush_worker_dlq_total is not exported"))
+    }
+
+    @Test func exposingMoreThanTheAckRouteOrReadableSecretsIsCaught() async throws {
+        let result = try await checkEdited(["kubernetes/dispatch.yaml": [
+            ("          - path: /v1/calls/[0-9a-fA-F-]{36}/ack$", "          - path: /v1"),
+            ("            defaultMode: 0400\n", ""),
+            ("              value: \"9090\"", "              value: \"-1\""),
+        ]])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("publishes /v1: only /v1/calls/<id>/ack may face the internet"))
+        #expect(result.stdout.contains("secret volume api-keys needs defaultMode 0400"))
+        #expect(result.stdout.contains("CALLPUSH_DISPATCH_METRICS_PORT must give /metrics its own port"))
+    }
+
+    /// compose's setup writes the backend's plaintext key for the CLI and a keys file holding only
+    /// its hash for dispatch: running those lines gives a file dispatch accepts, for that key.
+    @Test func composeWritesAKeysFileDispatchAcceptsForTheGeneratedKey() async throws {
+        let compose = try String(contentsOf: ChildProcess.repositoryRoot.appendingPathComponent("deploy/compose/compose.yaml"), encoding: .utf8)
+        let lines = compose.components(separatedBy: "\n")
+        let first = try #require(lines.firstIndex { $0.contains("> dispatch-api-key") })
+        let last = try #require(lines.firstIndex { $0.contains("> dispatch-api-keys.json") })
+        let script = lines[first...last].joined(separator: "\n").replacingOccurrences(of: "$$", with: "$")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("compose-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sh = try #require(ChildProcess.findExecutable("sh"))
+        let run = try await ChildProcess.run(sh, ["-c", "cd '\(directory.path)' && " + script], timeout: .seconds(20))
+        #expect(run.status == 0, "\(run.stderr)")
+        let key = try String(contentsOf: directory.appendingPathComponent("dispatch-api-key"), encoding: .utf8)
+        let keys = try APIKeysFile.parse(Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), knownApps: ["demo"]).keys
+        #expect(APIKeyAuthenticator(keys: keys).authenticate(key) != nil, "the CLI's key authenticates against the hash dispatch stores")
+        #expect(!String(decoding: try Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), as: UTF8.self).contains(key))
     }
 }

@@ -87,6 +87,10 @@ import Testing
         _ = await process.wait(upTo: .seconds(90)) { FileManager.default.fileExists(atPath: statePath) }
         let data = try #require(FileManager.default.contents(atPath: statePath), "dev wrote its state file once ready; stderr:\n\(process.stderrTail())")
         let state = try JSONDecoder().decode(DevState.self, from: data)
+        func mode(_ path: String) throws -> Int? { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue }
+        #expect(try mode(statePath) == 0o600, "the state file holds the API key: only its owner may read it")
+        #expect(try mode(URL(fileURLWithPath: state.caPath).deletingLastPathComponent().path) == 0o700,
+                "the CA the user may trust lives in a private directory (mkdtemp)")
         let banner = process.stdout
         #expect(banner.contains(state.apiKey) && banner.contains("curl -s -X POST \(state.dispatchURL)/v1/calls"), "the banner prints the key and a curl ring")
 

@@ -43,6 +43,25 @@ import CallpushCore
         }
     }
 
+    @Test func versionTwoCarriesTheRingDeadlineAndReplayGenerationUnderTheMAC() throws {
+        let deadline = Date(timeIntervalSince1970: 1_795_262_430.123)
+        let token = signer.token(callId: "c", deviceKey: "k", replay: 3, ringDeadline: deadline)
+        #expect(token.count == AckTokenSigner.tokenLength)
+        let claims = try #require(signer.claims(token, callId: "c", deviceKey: "k"))
+        #expect(claims.version == 2)
+        #expect(claims.replay == 3)
+        #expect(claims.ringDeadline == deadline)
+        #expect(signer.claims(token, callId: "c", deviceKey: "k2") == nil, "another device")
+        // Any change to the deadline or generation bytes breaks the MAC.
+        var bytes = try #require(Base64URL.decode(token))
+        for index in 1..<11 {
+            bytes[index] ^= 0x01
+            #expect(signer.claims(Base64URL.encode(bytes), callId: "c", deviceKey: "k") == nil, "byte \(index) altered")
+            bytes[index] ^= 0x01
+        }
+        #expect(signer.claims(signer.token(callId: "c", deviceKey: "k"), callId: "c", deviceKey: "k") == .init(version: 1))
+    }
+
     @Test func shortSecretsAreRefused() {
         #expect(throws: AckTokenError.secretTooShort(31)) { try AckTokenSigner(secret: Array(repeating: 1, count: 31)) }
     }

@@ -66,8 +66,11 @@ func testConfiguration(kafka: KafkaConfiguration = KafkaConfiguration(bootstrapS
                                               ackSecret: testSecret, instanceID: "dispatch-test")
     configuration.host = "127.0.0.1"
     configuration.port = 0
+    configuration.metricsHost = "127.0.0.1"
+    configuration.metricsPort = 0
     configuration.limits.maxBodyBytes = 16 * 1024
     configuration.eventStreamLimit = .seconds(5)
+    configuration.ringsPerDevicePerMinute = 100_000  // tests ring the same token often; DeviceRateLimitTests checks the limit
     return configuration
 }
 
@@ -81,19 +84,17 @@ struct APIHarness {
     static func with(_ configuration: DispatchConfiguration = testConfiguration(),
                      _ body: (APIHarness) async throws -> Void) async throws {
         let publisher = RecordingPublisher()
-        let view = StatusView(window: .seconds(600), capacity: 1_000)
+        let view = StatusView(window: .seconds(600), budgetBytes: 16 << 20)
         let api = try DispatchAPI(configuration: configuration, view: view, publisher: publisher, metrics: DispatchMetrics(),
                                   logger: quietLogger, isReady: { true })
-        let (portStream, portContinuation) = AsyncStream<Int>.makeStream()
-        let app = Application(router: api.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in
-                                  portContinuation.yield(channel.localAddress?.port ?? 0)
-                                  portContinuation.finish()
-                              }, logger: quietLogger)
-        let group = ServiceGroup(services: [app], logger: quietLogger)
+        // The server dispatch itself runs (connection limits, timeouts), on a free port.
+        let bound = BoundPort()
+        let identity = try configuration.tls.map { try TLSIdentity(files: $0, logger: quietLogger) }
+        let app = DispatchApp.server(router: api.router(), host: "127.0.0.1", port: 0, configuration: configuration, tls: identity,
+                                     bound: bound, logger: quietLogger)
+        let group = ServiceGroup(services: [identity].compactMap { $0 } + [app], logger: quietLogger)
         let running = Task { try await group.run() }
-        var iterator = portStream.makeAsyncIterator()
-        let port = await iterator.next() ?? 0
+        let port = await bound.wait()
         let harness = APIHarness(api: api, publisher: publisher, port: port, group: group)
         do {
             try await body(harness)

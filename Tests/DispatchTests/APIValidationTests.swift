@@ -52,6 +52,14 @@ import Testing
         Case(name: "attribute value too long", body: { json(ringBody(attributes: ["room": String(repeating: "v", count: 1025)])) },
              status: 400, code: "invalid-value", field: "attributes.room"),
         Case(name: "empty attribute key", body: { json(ringBody(attributes: ["": "v"])) }, status: 400, code: "invalid-value", field: "attributes"),
+        Case(name: "caller name with a right-to-left override", body: {
+            var b = ringBody(); b["caller"] = ["handle": "driver-1", "displayName": "Driver \u{202E}kanaT"]; return json(b)
+        }, status: 400, code: "invalid-value", field: "caller.displayName"),
+        Case(name: "caller handle with a zero-width space", body: {
+            var b = ringBody(); b["caller"] = ["handle": "driver\u{200B}1"]; return json(b)
+        }, status: 400, code: "invalid-value", field: "caller.handle"),
+        Case(name: "attribute with a control character", body: { json(ringBody(attributes: ["room": "a\u{0007}b"])) },
+             status: 400, code: "invalid-value", field: "attributes.room"),
         Case(name: "body too large", body: { json(ringBody(attributes: ["big": String(repeating: "x", count: 20_000)])) },
              status: 413, code: "body-too-large", field: nil),
     ]
@@ -171,7 +179,8 @@ import Testing
         try await APIHarness.with { h in
             let callId = CallID.make()
             let deviceKey = DeviceKey.make(token: hexToken(8))
-            let token = try AckTokenSigner(secret: testSecret).token(callId: callId, deviceKey: deviceKey)
+            let token = try AckTokenSigner(secret: testSecret).token(callId: callId, deviceKey: deviceKey, replay: 2,
+                                                                     ringDeadline: Date().addingTimeInterval(30))
             let answer = try await h.post("/v1/calls/\(callId)/ack", json([
                 "deviceKey": deviceKey, "ackToken": token, "outcome": "suppressed",
                 "error": ["code": "filteredByDoNotDisturb", "domain": "com.apple.CallKit.error.incomingcall"],
@@ -183,6 +192,7 @@ import Testing
             #expect(status.state == .suppressed)
             #expect(status.error?.code == "filteredByDoNotDisturb")
             #expect(status.worker == "dispatch-test")
+            #expect(status.replay == 2, "the replay generation the token was issued for")
         }
     }
 
@@ -198,6 +208,32 @@ import Testing
             let answer = try await stream.value
             #expect(answer.status == 200)
             #expect(EndToEndTests.sseEvents(answer.text).last?.data == "{\"complete\":false}", "\(answer.text)")
+        }
+    }
+}
+
+/// One device cannot be rung without end, whatever keys or call ids are used (harassment).
+@Suite struct DeviceRateLimitTests {
+    @Test func ringsOfOneDeviceAreLimitedPerMinuteAcrossKeysAndCalls() async throws {
+        var configuration = testConfiguration()
+        configuration.ringsPerDevicePerMinute = 5
+        configuration.apiKeys.append(APIKey(name: "second", plaintext: "cpk_second-key-0123456789", ratePerSecond: 1_000))
+        try await APIHarness.with(configuration) { h in
+            var statuses: [Int] = []
+            for index in 0..<8 {
+                let headers = index % 2 == 0 ? testAuth : ["Authorization": "Bearer cpk_second-key-0123456789"]
+                statuses.append(try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(0x77)])), headers: headers).status)
+            }
+            #expect(statuses.prefix(5).allSatisfy { $0 == 202 })
+            #expect(statuses.suffix(3).allSatisfy { $0 == 429 }, "\(statuses)")
+            let refused = try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(0x77)])))
+            #expect(refused.json["type"] as? String == "https://callpush.dev/problems/device-rate-limited")
+            #expect(refused.json["field"] as? String == "devices[0].token")
+            #expect(refused.headers["retry-after"] != nil)
+            #expect(h.publisher.count == 5, "nothing published for a refused ring")
+            let repeated = CallID.make()
+            let another = try await h.post("/v1/calls", json(ringBody(callId: repeated, tokens: [hexToken(0x78)])))
+            #expect(another.status == 202, "another device is not limited")
         }
     }
 }

@@ -1,4 +1,5 @@
 import CallContract
+import CallpushCore
 import Foundation
 import Testing
 @testable import DispatchService
@@ -50,8 +51,10 @@ import Testing
                 accepted += 1
             case .failure(let error):
                 // Refused: the same event, encoded anyway, is refused by the worker's decoder too
-                // (payload-size refusals excepted: those decode, and only the push would be too big).
-                guard error.code != .payloadTooLarge else { continue }
+                // (payload-size refusals excepted: those decode, and only the push would be too big;
+                // and the API's own stricter rules: spoofing characters in the caller, control
+                // characters in attributes — the worker still takes such events from other producers).
+                guard error.code != .payloadTooLarge, !CallSubmission.apiOnlyRule(error) else { continue }
                 let ring = RingRequest(callId: CallID.make(), app: submission.app, device: submission.devices[0], caller: submission.caller,
                                        requestedAt: ContractCoding.truncatedToMilliseconds(now),
                                        ringDeadline: ContractCoding.truncatedToMilliseconds(now).addingTimeInterval(30),
@@ -84,7 +87,8 @@ import Testing
                                        requestedAt: now, ringDeadline: now.addingTimeInterval(30), maxDurationSeconds: 3600,
                                        attributes: attributes, replay: 0)
                 let event = try CallRequest.ring(ring).encoded()
-                let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token), ackToken: String(repeating: "A", count: 43))
+                let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
+                                          ackToken: String(repeating: "A", count: AckTokenSigner.tokenLength))
                 // The contract's encoder writes the same bytes as `VoIPPayload.encoded()`, without its size limit.
                 let payloadBytes = try ContractCoding.encode(payload).count
                 #expect(payloadBytes <= event.count + CallSubmission.payloadOverheadBound, "size \(size)")

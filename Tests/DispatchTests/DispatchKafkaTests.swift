@@ -30,13 +30,14 @@ import Testing
                 #expect(record.keyString == callId)
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(record.value)) as? [String: Any])
                 #expect(Set(object.keys) == ["type", "callId", "app", "device", "caller", "hasVideo", "requestedAt", "ringDeadline",
-                                             "maxDurationSeconds", "attributes", "replay"])
+                                             "maxDurationSeconds", "attributes", "replay", "tenant"])
                 guard case .ring(let ring) = try CallRequest.decode(Data(record.value)) else {
                     Issue.record("not a ring event")
                     continue
                 }
                 #expect(ring.callId == callId)
                 #expect(ring.app == "rider")
+                #expect(ring.tenant == "test", "the tenant of the key that rang")
                 #expect(ring.device == Device(token: hexToken(0xa1 + index), environment: .sandbox, id: "dev-\(index)"))
                 #expect(ring.caller == Caller(handle: "driver-1", handleType: .generic, displayName: "Driver"))
                 #expect(ring.ringDeadline.timeIntervalSince(ring.requestedAt) == 30)
@@ -93,15 +94,21 @@ import Testing
                                              logger: quietLogger)
             let now = ContractCoding.truncatedToMilliseconds(Date())
             let ring = RingRequest(callId: CallID.make(), app: "rider", device: Device(token: hexToken(0xee), environment: .production, id: "x"),
-                                   caller: Caller(handle: "h"), requestedAt: now, ringDeadline: now.addingTimeInterval(30))
-            _ = try await producer.send(KafkaProducerRecord(topic: bed.topics.requests, key: Array(ring.callId.utf8),
-                                                            value: Array(try CallRequest.ring(ring).encoded())))
+                                   caller: Caller(handle: "h"), requestedAt: now, ringDeadline: now.addingTimeInterval(30), tenant: "test")
+            var untagged = ring
+            untagged.callId = CallID.make()
+            untagged.tenant = nil
+            for event in [untagged, ring] {
+                _ = try await producer.send(KafkaProducerRecord(topic: bed.topics.requests, key: Array(event.callId.utf8),
+                                                                value: Array(try CallRequest.ring(event).encoded())))
+            }
             await producer.shutdown()
             let call = try await bed.waitForCall(ring.callId) { ($0["deliveries"] as? [[String: Any]])?.count == 1 }
             let delivery = try #require((call["deliveries"] as? [[String: Any]])?.first)
             #expect(delivery["state"] as? String == "queued")
             #expect(delivery["deviceId"] as? String == "x")
             #expect(call["complete"] as? Bool == false)
+            #expect(try await bed.get("/v1/calls/\(untagged.callId)").status == 404, "a ring naming no tenant belongs to no API key")
         }
     }
 }

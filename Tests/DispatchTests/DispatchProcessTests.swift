@@ -29,6 +29,9 @@ import Testing
         let port = TestPorts.free()
         environment["CALLPUSH_DISPATCH_PORT"] = String(port)
         environment["CALLPUSH_DISPATCH_HOST"] = "127.0.0.1"
+        let metricsPort = TestPorts.free()
+        environment["CALLPUSH_DISPATCH_METRICS_PORT"] = String(metricsPort)
+        environment["CALLPUSH_DISPATCH_METRICS_HOST"] = "127.0.0.1"
         let process = try ServerProcess(Self.binary, environment: environment)
 
         let ready = await process.wait(upTo: .seconds(30), every: .milliseconds(200)) {
@@ -39,6 +42,9 @@ import Testing
                                                       headers: ["Authorization": "Bearer k1", "Content-Type": "application/json"],
                                                       body: json(ringBody()))
         #expect(answer.status == 202, "\(answer.text)")
+        let metrics = try await TestHTTPClient.request(.GET, port: metricsPort, path: "/metrics")
+        #expect(metrics.status == 200 && metrics.text.contains("callpush_dispatch_requests_total"), "/metrics on its own port")
+        #expect(try await TestHTTPClient.request(.GET, port: port, path: "/metrics").status == 404, "and not on the API's")
         process.signal(SIGINT)  // the same graceful path as SIGTERM
         #expect(await process.exitStatus(within: .seconds(20)) == 0, "stderr:\n\(process.stderrTail())")
         await cluster.shutdown()

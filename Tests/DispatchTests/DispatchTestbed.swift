@@ -5,6 +5,7 @@ import CallpushCore
 import CallpushTestSupport
 import Foundation
 import Kafka
+import Locking
 import Logging
 import PushWorker
 import ServiceLifecycle
@@ -15,11 +16,19 @@ import Testing
 final class DispatchTestbed: Sendable {
     let cluster: EmbeddedKafkaCluster
     let topics: (requests: String, status: String, dlq: String)
-    let app: DispatchApp
-    let port: Int
-    private let group: ServiceGroup
-    private let running: Task<Void, any Error>
+    private let configuration: DispatchConfiguration
+    private struct Running: Sendable {
+        var app: DispatchApp
+        var port: Int
+        var group: ServiceGroup
+        var task: Task<Void, any Error>
+    }
+    private let current: Locked<Running?>
     private let partitions: Int
+
+    /// The dispatch instance running now.
+    var app: DispatchApp { current.withLock { $0!.app } }
+    var port: Int { current.withLock { $0!.port } }
 
     static let fastProperties = [
         "topic.metadata.refresh.interval.ms": "1000",
@@ -45,11 +54,25 @@ final class DispatchTestbed: Sendable {
         configuration.requestsTopic = topics.requests
         configuration.statusTopic = topics.status
         configure(&configuration)
-        app = try DispatchApp(configuration: configuration, logger: quietLogger)
-        group = ServiceGroup(services: app.services, logger: quietLogger)
-        let group = self.group
-        running = Task { try await group.run() }
-        port = await app.port()
+        self.configuration = configuration
+        current = Locked(nil)
+        try await startDispatch()
+    }
+
+    /// Starts a dispatch instance (the testbed's configuration) and waits until it listens.
+    func startDispatch() async throws {
+        let app = try DispatchApp(configuration: configuration, logger: quietLogger)
+        let group = ServiceGroup(services: app.services, logger: quietLogger)
+        let task = Task { try await group.run() }
+        let port = await app.port()
+        current.withLock { $0 = Running(app: app, port: port, group: group, task: task) }
+    }
+
+    /// Stops the running dispatch instance gracefully.
+    func stopDispatch() async {
+        guard let running = current.withLock({ $0 }) else { return }
+        await running.group.triggerGracefulShutdown()
+        _ = await running.task.result
     }
 
     static func with(partitions: Int = 3, configure: (inout DispatchConfiguration) -> Void = { _ in },
@@ -66,8 +89,7 @@ final class DispatchTestbed: Sendable {
     }
 
     private func close() async {
-        await group.triggerGracefulShutdown()
-        _ = await running.result
+        await stopDispatch()
         await cluster.shutdown()
     }
 

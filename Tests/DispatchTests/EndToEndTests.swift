@@ -91,8 +91,9 @@ import Testing
                 "error": ["code": "filteredByDoNotDisturb", "domain": "com.apple.CallKit.error.incomingcall"],
             ]), headers: [:])
             #expect(ack.status == 202, "\(ack.text)")
-            let call = try await bed.waitForCall(callId) { Self.deliveries($0).first?["state"] as? String == "suppressed" }
-            let error = Self.deliveries(call).first?["error"] as? [String: Any]
+            let call = try await bed.waitForCall(callId) { (Self.deliveries($0).first?["deviceReport"] as? [String: Any])?["outcome"] as? String == "suppressed" }
+            #expect(Self.deliveries(call).first?["state"] as? String == "sent", "the device's report does not replace the worker's state")
+            let error = (Self.deliveries(call).first?["deviceReport"] as? [String: Any])?["error"] as? [String: Any]
             #expect(error?["code"] as? String == "filteredByDoNotDisturb")
             #expect(error?["domain"] as? String == "com.apple.CallKit.error.incomingcall")
 

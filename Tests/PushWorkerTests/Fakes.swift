@@ -129,8 +129,3 @@ extension PushAttempt {
     static let invalidProviderToken = PushAttempt(disposition: .credentialsInvalid, status: 403, reason: "InvalidProviderToken")
     static let expiredProviderToken = PushAttempt(disposition: .renewTokenAndRetry, status: 403, reason: "ExpiredProviderToken")
 }
-
-extension CallStatus {
-    /// A call-level `cancelled` status (no device): the worker's record of a processed cancel.
-    var isCancelMarker: Bool { state == .cancelled && deviceKey == nil }
-}

@@ -66,11 +66,13 @@ import Testing
         #expect(try WorkerEnvironment.load(files.env).warnings.isEmpty, "private files: no warning")
 
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyPath)
-        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: files.secretPath)
+        // Group-readable by the process's own group is how Kubernetes mounts secrets with fsGroup: fine.
+        // Group-writable is not.
+        try FileManager.default.setAttributes([.posixPermissions: 0o660], ofItemAtPath: files.secretPath)
         let warnings = try WorkerEnvironment.load(files.env).warnings
         #expect(warnings.count == 2)
         #expect(warnings.contains { $0.hasPrefix("CALLPUSH_APPS_FILE rider.keyFile:") && $0.contains("mode 644") && $0.contains("chmod 600") })
-        #expect(warnings.contains { $0.hasPrefix("CALLPUSH_ACK_SECRET_FILE:") && $0.contains("mode 640") })
+        #expect(warnings.contains { $0.hasPrefix("CALLPUSH_ACK_SECRET_FILE:") && $0.contains("mode 660") })
         #expect(!warnings.joined().contains("PRIVATE KEY") && !warnings.joined().contains("ssss"), "no secret in a warning")
     }
 

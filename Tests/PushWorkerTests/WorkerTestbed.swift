@@ -23,7 +23,7 @@ struct StatusLog: Sendable {
     private(set) var cancelMarkers: [String: Int] = [:]
 
     mutating func append(_ status: CallStatus) {
-        if status.state == .cancelled, status.deviceKey == nil {
+        if status.isCancelMarker {
             cancelMarkers[status.callId, default: 0] += 1
             return
         }

@@ -20,7 +20,9 @@ Checked references:
 - topics: Strimzi requests and status have equal partitions; the DLQ keeps records longer;
   KEDA scales the worker Deployment on its consumer group and requests topic, at most one
   replica per partition; PDB selectors select a Deployment; kustomization resources exist;
-- metrics: every callpush_* name in the alert rules and the dashboard is exported by the sources.
+- metrics: every callpush_* name in the alert rules and the dashboard is exported by the sources;
+- exposure: secret volumes use defaultMode 0400 (0440); an Ingress with TLS publishes dispatch's
+  ack route and nothing else of it; dispatch's /metrics has its own port.
 Exit status 0 when everything holds, 1 with one line per problem otherwise.
 """
 import argparse
@@ -158,6 +160,8 @@ def check_compose(path, compose, targets, exposed, facts, root):
             listening.add(int(environment.get("CALLPUSH_HTTP_PORT", DEFAULT_WORKER_HTTP_PORT)))
         if target == "dispatch" and "CALLPUSH_DISPATCH_PORT" in environment:
             listening.add(int(environment["CALLPUSH_DISPATCH_PORT"]))
+        if target == "dispatch" and int(environment.get("CALLPUSH_DISPATCH_METRICS_PORT", -1)) > 0:
+            listening.add(int(environment["CALLPUSH_DISPATCH_METRICS_PORT"]))
         command = service.get("command") or []
         if target == "apns-simulator" and isinstance(command, list):
             for flag in ("--port", "--admin-port"):
@@ -199,6 +203,8 @@ def check_kubernetes(documents, targets, exposed, facts, root):
             problem(where, "selector does not match the pod template's labels")
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         for volume in volumes.values():
+            if "secret" in volume and volume["secret"].get("defaultMode", 0o644) & 0o337 != 0:
+                problem(where, f"secret volume {volume['name']} needs defaultMode 0400 (0440 with an fsGroup)")
             if "configMap" in volume and volume["configMap"]["name"] not in config_maps:
                 problem(where, f"volume {volume['name']} names ConfigMap {volume['configMap']['name']}, not defined in deploy/kubernetes")
             if "secret" in volume and volume["secret"]["secretName"] not in secrets:
@@ -259,6 +265,7 @@ def check_kubernetes(documents, targets, exposed, facts, root):
                                    for c in deployment["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])]
                 if not any(target_port in pair for pair in container_ports):
                     problem(where, f"targetPort {target_port} is not a containerPort of {deployment['metadata']['name']}")
+    check_dispatch_exposure(by_kind, deployments)
     for path, budget in by_kind.get("PodDisruptionBudget", []):
         match = budget["spec"]["selector"]["matchLabels"]
         if not any(all(d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in match.items()) for d in deployments.values()):
@@ -296,6 +303,37 @@ def check_kubernetes(documents, targets, exposed, facts, root):
             if requests in topics and scaled["spec"].get("maxReplicaCount", 100) > topics[requests]["partitions"]:
                 problem(where, f"maxReplicaCount exceeds the {topics[requests]['partitions']} partitions of {requests}")
     return by_kind
+
+
+ACK_PATH = re.compile(r"^/v1/calls/(\[0-9a-fA-F-\]\{36\}|\.\+|\[\^/\]\+)/ack\$?$")
+
+
+def check_dispatch_exposure(by_kind, deployments):
+    """Phones reach dispatch's ack route through TLS, and nothing else of it is published; its
+    metrics are not on the API port."""
+    if "dispatch" not in deployments:
+        return
+    dispatch_services = {s["metadata"]["name"] for _, s in by_kind.get("Service", [])
+                         if s["spec"]["selector"].get("app.kubernetes.io/name") == "dispatch"}
+    ingresses = [(path, i) for path, i in by_kind.get("Ingress", [])
+                 if any(p["backend"]["service"]["name"] in dispatch_services
+                        for rule in i["spec"].get("rules", []) for p in rule.get("http", {}).get("paths", []))]
+    if not ingresses:
+        problem("kubernetes dispatch", "no Ingress publishes the ack route to phones")
+    for path, ingress in ingresses:
+        where = f"{path} Ingress {ingress['metadata']['name']}"
+        hosts = {rule.get("host") for rule in ingress["spec"].get("rules", [])}
+        tls_hosts = {host for entry in ingress["spec"].get("tls", []) for host in entry.get("hosts", [])}
+        if not hosts or not hosts <= tls_hosts:
+            problem(where, "every host must be served with TLS (spec.tls)")
+        for rule in ingress["spec"].get("rules", []):
+            for route in rule.get("http", {}).get("paths", []):
+                if not ACK_PATH.match(route["path"]):
+                    problem(where, f"publishes {route['path']}: only /v1/calls/<id>/ack may face the internet")
+    container = deployments["dispatch"]["spec"]["template"]["spec"]["containers"][0]
+    env = container_env(container)
+    if env.get("CALLPUSH_DISPATCH_METRICS_PORT") in (None, "-1") or env.get("CALLPUSH_DISPATCH_METRICS_PORT") == env.get("CALLPUSH_DISPATCH_PORT"):
+        problem("kubernetes dispatch", "CALLPUSH_DISPATCH_METRICS_PORT must give /metrics its own port")
 
 
 def check_kustomization(deploy):
