@@ -200,7 +200,8 @@ public struct DeliveryProcessor: Sendable {
             case .recordRetry(let retrying, let reason):
                 metrics?.retry(app: ring.app, reason: reason)
                 log(.info, "push will be retried", metadata: ["apns.reason": "\(reason ?? "-")"])
-                guard case .written = await durably({ try await publisher.publish(status: retrying, partition: event.partition, within: $0) }) else {
+                // A `retrying` status the topic refuses for good is only information lost: go on retrying.
+                if case .handedBack = await durably({ try await publisher.publish(status: retrying, partition: event.partition, within: $0) }) {
                     return (.handedBack, accepted)
                 }
                 action = machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring), taskCancelled: Task.isCancelled)

@@ -194,11 +194,15 @@ public final class PartitionCoordinator: Sendable {
     /// When the Kafka layer stops waiting for this (its revoke bound) and the partition is
     /// assigned again before this returns, the end of this leaves the new assignment alone.
     public func revoked(_ partitions: [Int32]) async {
-        let (handles, generations) = state.withLock { state -> ([Task<DeliveryResult, Never>], [Int32: Int]) in
+        let (handles, generations, waiters) = state.withLock {
+            state -> ([Task<DeliveryResult, Never>], [Int32: Int], [CheckedContinuation<Void, Never>]) in
             var handles: [Task<DeliveryResult, Never>] = []
             var generations: [Int32: Int] = [:]
+            var waiters: [CheckedContinuation<Void, Never>] = []
             for partition in partitions {
+                // An assignment still being set up is void; messages waiting for it are stale now.
                 state.assigning[partition] = nil
+                waiters += state.settled.removeValue(forKey: partition) ?? []
                 guard let owned = state.partitions[partition] else { continue }
                 state.partitions[partition]!.revoking = true
                 generations[partition] = owned.generation
@@ -207,8 +211,9 @@ public final class PartitionCoordinator: Sendable {
                     handles.append(task)
                 }
             }
-            return (handles, generations)
+            return (handles, generations, waiters)
         }
+        for waiter in waiters { waiter.resume() }
         let drained = await Self.awaitAll(handles, within: drainTimeout)
         if !drained {
             logger.warning("revoked partitions did not drain in time; handing back unfinished deliveries",

@@ -159,6 +159,31 @@ func makeRing(token: String, environment: APNsEnvironment, app: String = "rider"
         #expect(cancels.isCancelled("cancelled-call"), "cancels are rebuilt with the partition")
     }
 
+    /// A message waiting for its partition's assignment is let go when the partition is revoked
+    /// before the assignment settled: it is stale then, and the consume loop must not hang on it.
+    @Test func aMessageWaitingForAnAssignmentThatIsRevokedIsStale() async throws {
+        let gate = PartitionCoordinatorTests.Gate()
+        let history = SlowHistory(gate: gate, started: Locked(false))
+        let coordinator = PartitionCoordinator(dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: history,
+                                               drainTimeout: .milliseconds(50), logger: Logger(label: "t"))
+        let assigning = Task { await coordinator.assigned([0]) }
+        while !history.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        guard case .waitForAssignment = coordinator.start(event(7), { _ in .finished(.sent) }) else {
+            Issue.record("expected to wait")
+            return
+        }
+        let settled = Task { await coordinator.assignmentSettled(0) }
+        await coordinator.revoked([0])
+        await settled.value
+        guard case .stale = coordinator.start(event(7), { _ in .finished(.sent) }) else {
+            Issue.record("a message of a revoked partition must be stale")
+            return
+        }
+        gate.open()
+        await assigning.value
+        #expect(coordinator.owned.isEmpty, "the voided assignment is not installed")
+    }
+
     /// M3: a revoke ends within drain + leftover bound even when a delivery ignores cancellation.
     @Test func aRevokeEndsWithinItsBoundWhateverADeliveryDoes() async throws {
         let coordinator = PartitionCoordinator(dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil,
