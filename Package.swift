@@ -93,7 +93,7 @@ let package = Package(
         ),
         .target(
             name: "APNsSimulator",
-            dependencies: ["Locking", "HTTP2Wire",
+            dependencies: ["Locking", "HTTP2Wire", "SimulatorSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -109,6 +109,17 @@ let package = Package(
             path: "Shared/APNsSimulator"
         ),
 
+        // The TLS identity (a CA and a server certificate) both simulators generate for themselves.
+        .target(
+            name: "SimulatorSupport",
+            dependencies: [
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            path: "Shared/SimulatorSupport"
+        ),
         // MARK: Services (libraries behind the programs, so tests call the same builders)
         .target(
             name: "PushWorker",
