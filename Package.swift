@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "callpush", targets: ["callpush"]),
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
+        .executable(name: "fcm-simulator", targets: ["fcm-simulator"]),
         .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "callpush-bench", targets: ["callpush-bench"]),
         .executable(name: "dispatch", targets: ["dispatch-main"]),
@@ -15,6 +16,7 @@ let package = Package(
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "APNs", targets: ["APNs"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
+        .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
         .executable(name: "callpush-campaign", targets: ["callpush-campaign"]),
     ],
     dependencies: [
@@ -30,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.10.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.30.0"),
     ],
     targets: [
         // MARK: C binding
@@ -120,6 +123,23 @@ let package = Package(
             ],
             path: "Shared/SimulatorSupport"
         ),
+        .target(
+            name: "FCMSimulator",
+            dependencies: ["Locking", "SimulatorSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/FCMSimulator"
+        ),
+
         // MARK: Services (libraries behind the programs, so tests call the same builders)
         .target(
             name: "PushWorker",
@@ -203,6 +223,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/apns-simulator"
+        ),
+        .executableTarget(
+            name: "fcm-simulator",
+            dependencies: [
+                "FCMSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/fcm-simulator"
         ),
         .executableTarget(
             name: "callpush-bench",
@@ -295,6 +326,21 @@ let package = Package(
             ],
             path: "Tests/APNsSimulatorTests",
             exclude: ["aioapns"]
+        ),
+        .testTarget(
+            name: "FCMSimulatorTests",
+            dependencies: ["FCMSimulator", "CallpushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/FCMSimulatorTests",
+            exclude: ["firebase_admin"]
         ),
     ]
 )
