@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "APNs", targets: ["APNs"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
+        .library(name: "FCM", targets: ["FCM"]),
         .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
         .executable(name: "callpush-campaign", targets: ["callpush-campaign"]),
     ],
@@ -122,6 +123,22 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             path: "Shared/SimulatorSupport"
+        ),
+        // FCM HTTP v1 client (Android rings): AsyncHTTPClient over HTTP/2, OAuth2 service-account tokens.
+        .target(
+            name: "FCM",
+            dependencies: ["Locking",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/FCM"
         ),
         .target(
             name: "FCMSimulator",
@@ -239,6 +256,7 @@ let package = Package(
             name: "callpush-bench",
             dependencies: ["Locking",
                 "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
+                "FCM", "FCMSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -326,6 +344,18 @@ let package = Package(
             ],
             path: "Tests/APNsSimulatorTests",
             exclude: ["aioapns"]
+        ),
+        .testTarget(
+            name: "FCMTests",
+            dependencies: ["Locking", "FCM", "FCMSimulator", "CallpushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/FCMTests"
         ),
         .testTarget(
             name: "FCMSimulatorTests",
