@@ -129,14 +129,16 @@ struct FCMClientIntegrationTests {
 
     @Test("a short-lived access token is renewed before it expires: no send is refused")
     func renewedBeforeExpiry() async throws {
-        try await FCMTestFixture.withClient(faults: .init(accessTokenLifetimeSeconds: 2)) { simulator, client in
-            let end = ContinuousClock.now + .milliseconds(3500)
+        // 4 s tokens: renewed from 3 s on, not used after 3.6 s; 5 s of sends span the renewal and the expiry.
+        try await FCMTestFixture.withClient(faults: .init(accessTokenLifetimeSeconds: 4)) { simulator, client in
+            let end = ContinuousClock.now + .seconds(5)
             var sent = 0
             while ContinuousClock.now < end {
                 let outcome = await client.send(FCMTestFixture.message())
                 #expect(outcome.isSent, "\(outcome)")
+                #expect(outcome.attempts == 1, "a send was refused and retried: \(outcome)")
                 sent += 1
-                try await Task.sleep(for: .milliseconds(100))
+                try await Task.sleep(for: .milliseconds(200))
             }
             #expect(simulator.stats().rejected["UNAUTHENTICATED", default: 0] == 0)
             #expect(simulator.stats().tokenRequests >= 2)
