@@ -205,6 +205,17 @@ let package = Package(
             path: "Services/CallpushCLI"
         ),
 
+        // The command-line options both simulator programs share.
+        .target(
+            name: "SimulatorCommand",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Services/SimulatorCommand"
+        ),
+
         // MARK: Programs (thin mains)
         .executableTarget(
             name: "callpush",
@@ -233,10 +244,9 @@ let package = Package(
         .executableTarget(
             name: "apns-simulator",
             dependencies: [
-                "APNsSimulator",
+                "APNsSimulator", "SimulatorCommand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/apns-simulator"
@@ -244,10 +254,9 @@ let package = Package(
         .executableTarget(
             name: "fcm-simulator",
             dependencies: [
-                "FCMSimulator",
+                "FCMSimulator", "SimulatorCommand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/fcm-simulator"

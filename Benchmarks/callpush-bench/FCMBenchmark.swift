@@ -86,25 +86,9 @@ struct FCMBenchmark: AsyncParsableCommand {
     }
 
     private func drive(client: FCMClient, message: FCMMessage, total: Int) async -> LatencySample {
-        let next = SharedCounter()
-        let workers = min(concurrency, total)
-        return await withTaskGroup(of: LatencySample.self) { group in
-            for _ in 0..<workers {
-                group.addTask {
-                    var sample = LatencySample()
-                    while next.next() < total {
-                        let outcome = await client.send(message)
-                        if outcome.isSent { sample.latencies.append(outcome.latency.milliseconds) } else { sample.failures += 1 }
-                    }
-                    return sample
-                }
-            }
-            var merged = LatencySample()
-            for await sample in group {
-                merged.latencies += sample.latencies
-                merged.failures += sample.failures
-            }
-            return merged
+        await driveConcurrently(total: total, workers: concurrency) {
+            let outcome = await client.send(message)
+            return outcome.isSent ? outcome.latency.milliseconds : nil
         }
     }
 

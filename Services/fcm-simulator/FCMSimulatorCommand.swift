@@ -2,7 +2,7 @@ import ArgumentParser
 import FCMSimulator
 import Foundation
 import Logging
-import NIOPosix
+import SimulatorCommand
 import ServiceLifecycle
 
 /// `fcm-simulator`: runs the FCM simulator until SIGTERM / SIGINT.
@@ -23,19 +23,14 @@ struct FCMSimulatorCommand: AsyncParsableCommand {
     @OptionGroup var options: FCMSimulatorOptions
 
     func run() async throws {
-        let level = options.logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        options.common.bootstrapLogging()
         let logger = Logger(label: "fcm-simulator")
-        let eventLoops: MultiThreadedEventLoopGroup? = options.threads > 0 ? MultiThreadedEventLoopGroup(numberOfThreads: options.threads) : nil
-        let simulator = try FCMSimulator(configuration: try options.makeConfiguration(), logger: logger, eventLoopGroup: eventLoops)
-        if let path = options.writeCA { try simulator.writeCACertificate(to: path) }
+        let simulator = try FCMSimulator(
+            configuration: try options.makeConfiguration(), logger: logger, eventLoopGroup: options.common.makeEventLoopGroup())
+        if let path = options.common.writeCA { try simulator.writeCACertificate(to: path) }
         try await simulator.start()
         if let path = options.writeServiceAccount { try simulator.writeServiceAccount(to: path) }
-        let admin = simulator.adminPort.map { " admin http://\(options.hostForURL):\($0)/admin" } ?? " admin off"
+        let admin = simulator.adminPort.map { " admin http://\(options.common.hostForURL):\($0)/admin" } ?? " admin off"
         // Unbuffered, so a parent process sees the line at once.
         FileHandle.standardOutput.write(Data("fcm-simulator ready: \(simulator.baseURL) token \(simulator.tokenURI)\(admin)\n".utf8))
         let group = ServiceGroup(services: [simulator], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)

@@ -2,29 +2,17 @@ import ArgumentParser
 import FCMSimulator
 import Foundation
 import Logging
+import SimulatorCommand
 
 /// Command-line options of `fcm-simulator`, turned into an ``FCMSimulatorConfiguration`` in one place.
 struct FCMSimulatorOptions: ParsableArguments {
-    @Option(help: "Interface to listen on.")
-    var host: String = "127.0.0.1"
+    @OptionGroup var common: SimulatorCommonOptions
 
     @Option(help: "HTTPS port for FCM and the token endpoint (0 = any free port).")
     var port: Int = 9443
 
     @Option(name: .customLong("admin-port"), help: "Admin HTTP/1.1 port (0 = any free port).")
     var adminPort: Int = 9444
-
-    @Flag(name: .customLong("no-admin"), help: "Do not start the admin API.")
-    var noAdmin = false
-
-    @Option(help: "PEM certificate chain (leaf first). Without --cert/--key a CA and certificate are generated.")
-    var cert: String?
-
-    @Option(help: "PEM private key for --cert.")
-    var key: String?
-
-    @Option(name: .customLong("write-ca"), help: "Write the CA certificate clients must trust to this PEM file.")
-    var writeCA: String?
 
     @Option(name: .customLong("service-account"), help: "Accept grants of this service-account JSON file (repeatable). Without it one is generated.")
     var serviceAccounts: [String] = []
@@ -53,28 +41,14 @@ struct FCMSimulatorOptions: ParsableArguments {
     @Option(name: .customLong("unregistered"), help: "Fault: answer 404 UNREGISTERED for this registration token. Repeatable.")
     var unregistered: [String] = []
 
-    @Option(help: "Event-loop threads (0 = one per core).")
-    var threads: Int = 0
-
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevelName: String = "info"
-
-    var logLevel: Logger.Level { Logger.Level(rawValue: logLevelName) ?? .info }
-
-    var hostForURL: String { host.contains(":") ? "[\(host)]" : host }
-
     func validate() throws {
-        guard Logger.Level(rawValue: logLevelName) != nil else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-        }
+        try common.validate()
         guard (0...65535).contains(port), (0...65535).contains(adminPort) else {
             throw ValidationError("--port and --admin-port must be in 0...65535")
         }
-        guard (cert == nil) == (key == nil) else { throw ValidationError("--cert and --key go together") }
         guard (1...86_400).contains(tokenLifetime) else { throw ValidationError("--token-lifetime must be in 1...86400") }
         guard maxRecorded >= 1 else { throw ValidationError("--max-recorded must be >= 1") }
         guard (1...100_000).contains(maxConnections) else { throw ValidationError("--max-connections must be in 1...100000") }
-        guard (0...1024).contains(threads) else { throw ValidationError("--threads must be in 0...1024 (0 = one per core)") }
         _ = try makeFaults()
     }
 
@@ -109,10 +83,10 @@ struct FCMSimulatorOptions: ParsableArguments {
 
     func makeConfiguration() throws -> FCMSimulatorConfiguration {
         var configuration = FCMSimulatorConfiguration()
-        configuration.host = host
+        configuration.host = common.host
         configuration.port = port
-        configuration.adminPort = noAdmin ? nil : adminPort
-        if let cert, let key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
+        configuration.adminPort = common.noAdmin ? nil : adminPort
+        if let cert = common.cert, let key = common.key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
         configuration.accessTokenLifetime = .seconds(tokenLifetime)
         configuration.maxRecordedMessages = maxRecorded
         configuration.maxConnections = maxConnections
