@@ -234,7 +234,12 @@ public final class FCMSimulator: Service, Sendable {
         let core = self.core
         let server: HTTPServerBuilder
         do {
-            server = try .http2Upgrade(tlsConfiguration: tls)
+            // Idle connections close after 5 minutes; on shutdown, streams in flight get 5 s to finish.
+            server = try .http2Upgrade(
+                tlsConfiguration: tls,
+                configuration: .init(
+                    idleTimeout: .seconds(300), gracefulCloseTimeout: .seconds(5),
+                    streamConfiguration: .init(idleTimeout: .seconds(300))))
         } catch {
             throw FCMSimulatorError.invalidConfiguration("TLS setup failed: \(error)")
         }
