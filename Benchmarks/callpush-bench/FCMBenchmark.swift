@@ -39,6 +39,15 @@ struct FCMBenchmark: AsyncParsableCommand {
             rows.append(row)
             print(row.formatted)
         }
+        for count in connections {
+            do {
+                let row = try await measureClientAgainstNghttpd(connections: count, logger: logger)
+                rows.append(row)
+                print(row.formatted)
+            } catch {
+                print("ours -> nghttpd (\(count) connections) failed: \(error)")
+            }
+        }
         if !skipPeers {
             rows += await runPeers()
         }
@@ -47,31 +56,41 @@ struct FCMBenchmark: AsyncParsableCommand {
         func rate(_ name: String, _ connections: Int) -> Double? {
             rows.first { $0.name == name && $0.connections == connections }?.rate
         }
-        if let ours = rate("callpush FCM client", 1), let python = rate("firebase-admin multicast", 0) {
+        if let ours = rate("ours -> fcm-simulator", 1), let python = rate("firebase-admin multicast", 0) {
             print(String(format: "ours (1 connection)/firebase-admin: %.1f (target >= 10)", ours / python))
         }
-        if let ours = rate("callpush FCM client", 4), let python = rate("firebase-admin multicast", 0) {
+        if let ours = rate("ours -> fcm-simulator", 4), let python = rate("firebase-admin multicast", 0) {
             print(String(format: "ours (4 connections)/firebase-admin: %.1f (target >= 10)", ours / python))
+        }
+        for clients in connections {
+            if let alone = rate("ours -> nghttpd", clients), let python = rate("firebase-admin multicast", 0) {
+                print(String(format: "ours -> nghttpd (%d connections)/firebase-admin -> simulator: %.1f", clients, alone / python))
+            }
         }
         for clients in [1, 4] {
             if let simulator = rate("h2load -> fcm-simulator", clients), let nghttpd = rate("h2load -> nghttpd", clients) {
                 print(String(format: "fcm-simulator/nghttpd under h2load (%d connections): %.2f", clients, simulator / nghttpd))
             }
-            if let ours = rate("callpush FCM client", clients), let simulator = rate("h2load -> fcm-simulator", clients) {
+            if let ours = rate("ours -> fcm-simulator", clients), let simulator = rate("h2load -> fcm-simulator", clients) {
                 print(String(format: "ours/h2load on the simulator (%d connections): %.2f (below 1: the simulator is not the bottleneck)", clients, ours / simulator))
             }
         }
     }
 
-    private func measureClient(connections: Int, simulator: FCMSimulatorProcess, logger: Logger) async throws -> BenchmarkRow {
+    private func measureClient(
+        connections: Int, simulator: FCMSimulatorProcess, logger: Logger, name: String = "ours -> fcm-simulator",
+        endpoint: (port: Int, caCertificatePEM: String)? = nil
+    ) async throws -> BenchmarkRow {
         let account = try FCMServiceAccount(contentsOfFile: simulator.serviceAccountPath)
+        let simulatorCA = try String(contentsOfFile: simulator.caPath, encoding: .utf8)
         let client = try FCMClient.localSimulator(
-            port: simulator.port, caCertificatePEM: try String(contentsOfFile: simulator.caPath, encoding: .utf8),
+            port: endpoint?.port ?? simulator.port, caCertificatePEM: simulatorCA,
             apps: ["bench": FCMApp(serviceAccount: account)],
             configure: {
                 $0.connections = connections
                 $0.requestTimeout = .seconds(30)
                 $0.maxPendingRequests = concurrency * 2
+                if let endpoint { $0.additionalTrustedCAPEM.append(endpoint.caCertificatePEM) }
             },
             eventLoopGroup: Self.clientGroup, logger: logger)
         let message = FCMMessage(app: "bench", token: Self.token, data: Self.data, collapseKey: Self.data["callId"]!, deadline: Date().addingTimeInterval(600))
@@ -81,9 +100,24 @@ struct FCMBenchmark: AsyncParsableCommand {
         let elapsed = ContinuousClock.now - start
         await client.shutdown()
         return BenchmarkRow(
-            name: "callpush FCM client", connections: connections, requests: messages, failures: result.failures,
+            name: name, connections: connections, requests: messages, failures: result.failures,
             seconds: elapsed.seconds, p50: result.percentile(0.50), p99: result.percentile(0.99))
     }
+
+    /// Our client's own capacity: its sends answered by nghttpd (a static `{"name": …}`), its access token from a
+    /// simulator. The simulator's CPU cost is then out of the measurement.
+    private func measureClientAgainstNghttpd(connections: Int, logger: Logger) async throws -> BenchmarkRow {
+        let simulator = try await FCMSimulatorProcess.start(threads: serverThreads)
+        defer { simulator.stop() }
+        let nghttpd = try await SimulatorPeers.Nghttpd.start(
+            path: "/v1/projects/\(simulator.project)/messages:send", answer: Self.nghttpdAnswer, threads: serverThreads)
+        defer { nghttpd.stop() }
+        return try await measureClient(
+            connections: connections, simulator: simulator, logger: logger, name: "ours -> nghttpd",
+            endpoint: (nghttpd.port, nghttpd.caCertificatePEM))
+    }
+
+    static let nghttpdAnswer = #"{"name":"projects/callpush-bench/messages/0:1700000000000000%0123456789abcdef"}"#
 
     private func drive(client: FCMClient, message: FCMMessage, total: Int) async -> LatencySample {
         await driveConcurrently(total: total, workers: concurrency) {
@@ -137,7 +171,7 @@ struct FCMBenchmark: AsyncParsableCommand {
             }
             do {
                 let figures = try await SimulatorPeers.h2loadAgainstNghttpd(
-                    load, path: "/v1/projects/bench/messages:send", answer: #"{"name":"projects/bench/messages/0:1700000000000000%0123456789abcdef"}"#,
+                    load, path: "/v1/projects/callpush-bench/messages:send", answer: Self.nghttpdAnswer,
                     body: body, headers: ["content-type: application/json", "authorization: Bearer ya29.bench"])
                 rows.append(row("h2load -> nghttpd", clients, figures))
             } catch {

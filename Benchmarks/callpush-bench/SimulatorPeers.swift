@@ -81,30 +81,50 @@ enum SimulatorPeers {
         _ load: Load = Load(), path: String = "/3/device/\(deviceToken)", answer: String = "", body: String = payload,
         headers: [String] = voipHeaders(jwt: nil)
     ) async throws -> H2LoadFigures {
-        let directory = try temporaryDirectory("nghttpd")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let identity = try GeneratedTLSIdentity.generate()
-        try identity.certificateChainPEM.write(toFile: "\(directory)/cert.pem", atomically: true, encoding: .utf8)
-        try identity.privateKeyPEM.write(toFile: "\(directory)/key.pem", atomically: true, encoding: .utf8)
-        let file = "\(directory)/root" + path
-        try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try answer.write(toFile: file, atomically: true, encoding: .utf8)
-        let port = try freePort()
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: try which("nghttpd"))
-        server.arguments = [
-            "-n", String(load.serverThreads), "-d", "\(directory)/root", String(port), "\(directory)/key.pem", "\(directory)/cert.pem",
-        ]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer {
-            // nghttpd ignores SIGTERM while serving; SIGKILL it so waitUntilExit cannot hang.
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
+        let server = try await Nghttpd.start(path: path, answer: answer, threads: load.serverThreads)
+        defer { server.stop() }
+        return try await h2load(port: server.port, headers: headers, load: load, directory: server.directory, path: path, body: body)
+    }
+
+    /// A running `nghttpd` serving one file (`answer` at `path`) with TLS on a free port.
+    struct Nghttpd {
+        let process: Process
+        let port: Int
+        let directory: String
+        /// The CA of its generated certificate.
+        let caCertificatePEM: String
+
+        static func start(path: String, answer: String, threads: Int) async throws -> Nghttpd {
+            let directory = try temporaryDirectory("nghttpd")
+            let identity = try GeneratedTLSIdentity.generate()
+            try identity.certificateChainPEM.write(toFile: "\(directory)/cert.pem", atomically: true, encoding: .utf8)
+            try identity.privateKeyPEM.write(toFile: "\(directory)/key.pem", atomically: true, encoding: .utf8)
+            let file = "\(directory)/root" + path
+            try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try answer.write(toFile: file, atomically: true, encoding: .utf8)
+            let port = try freePort()
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: try which("nghttpd"))
+            server.arguments = ["-n", String(threads), "-d", "\(directory)/root", String(port), "\(directory)/key.pem", "\(directory)/cert.pem"]
+            server.standardOutput = FileHandle.nullDevice
+            server.standardError = FileHandle.nullDevice
+            try server.run()
+            let running = Nghttpd(process: server, port: port, directory: directory, caCertificatePEM: identity.caCertificatePEM)
+            do {
+                try await waitUntilListening(port: port, process: server)
+            } catch {
+                running.stop()
+                throw error
+            }
+            return running
         }
-        try await waitUntilListening(port: port, process: server)
-        return try await h2load(port: port, headers: headers, load: load, directory: directory, path: path, body: body)
+
+        func stop() {
+            // nghttpd ignores SIGTERM while serving; SIGKILL it so waitUntilExit cannot hang.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
     }
 
     // MARK: (b) simulator
