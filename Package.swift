@@ -142,10 +142,11 @@ let package = Package(
         ),
         .target(
             name: "FCMSimulator",
-            dependencies: ["Locking", "SimulatorSupport",
+            dependencies: ["Locking", "SimulatorSupport", "HTTP2Wire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

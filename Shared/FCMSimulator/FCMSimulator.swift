@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import HummingbirdHTTP2
 import Locking
 import Logging
 import NIOCore
@@ -10,8 +9,8 @@ import NIOSSL
 import ServiceLifecycle
 import SimulatorSupport
 
-/// An HTTPS server that behaves like FCM's HTTP v1 API and its OAuth2 token endpoint: HTTP/2 and HTTP/1.1 by
-/// ALPN, JWT grants checked against its service accounts, bearer tokens checked on `messages:send`, messages
+/// An HTTPS server that behaves like FCM's HTTP v1 API and its OAuth2 token endpoint: HTTP/2 (HTTP2Wire) and
+/// HTTP/1.1 (Hummingbird) by ALPN, JWT grants checked against its service accounts, bearer tokens checked on `messages:send`, messages
 /// validated like FCM, FCM's error JSON, accepted messages recorded, faults injected.
 ///
 /// ```swift
@@ -232,19 +231,24 @@ public final class FCMSimulator: Service, Sendable {
         tls.minimumTLSVersion = .tlsv12
         let (ports, continuation) = AsyncStream<(String, Int)>.makeStream()
         let core = self.core
-        let server: HTTPServerBuilder
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        // A closing connection waits this long for the client's close_notify (NIOSSL's default is 5 s, which every
+        // stop() with a client still connected would take).
+        tls.shutdownTimeout = .seconds(1)
+        let sslContext: NIOSSLContext
         do {
-            // Idle connections close after 5 minutes; on shutdown, streams in flight get 5 s to finish.
-            server = try .http2Upgrade(
-                tlsConfiguration: tls,
-                configuration: .init(
-                    idleTimeout: .seconds(300), gracefulCloseTimeout: .seconds(5),
-                    streamConfiguration: .init(idleTimeout: .seconds(300))))
+            sslContext = try NIOSSLContext(configuration: tls)
         } catch {
             throw FCMSimulatorError.invalidConfiguration("TLS setup failed: \(error)")
         }
+        // HTTP/2 by HTTP2Wire, HTTP/1.1 by Hummingbird (FCMServerChannel); idle HTTP/1.1 connections close after 5 minutes.
+        let server = HTTPServerBuilder { responder in
+            FCMServerChannel(
+                sslContext: sslContext, http1: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: .seconds(300))),
+                core: core)
+        }
         let main = Application(
-            responder: CallbackResponder<FCMRequestContext> { request, context in await core.respond(request, context: context) },
+            responder: CallbackResponder<BasicRequestContext> { request, _ in await core.respond(request) },
             server: server,
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil, backlog: 256,

@@ -4,18 +4,6 @@ import Locking
 import Logging
 import NIOCore
 
-/// The request context of the FCM listener: knows whether the request came over HTTP/2 (a stream channel,
-/// whose parent is the connection) or HTTP/1.1 (the connection itself).
-struct FCMRequestContext: RequestContext {
-    var coreContext: CoreRequestContextStorage
-    let httpVersion: String
-
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        httpVersion = source.channel.parent?.parent != nil ? "HTTP/2" : "HTTP/1.1"
-    }
-}
-
 /// What answers the FCM listener's requests: `POST /token` (the OAuth token endpoint) and
 /// `POST /v1/projects/{project}/messages:send`. Shared state lives in ``FCMSimulatorState`` behind a lock.
 final class FCMSimulatorCore: Sendable {
@@ -35,41 +23,62 @@ final class FCMSimulatorCore: Sendable {
             faults: configuration.faults, maxRecorded: configuration.maxRecordedMessages, maxTokens: configuration.maxAccessTokens))
     }
 
-    func respond(_ request: Request, context: FCMRequestContext) async -> Response {
-        state.withLock { $0.stats.requestsByVersion[context.httpVersion, default: 0] += 1 }
-        let path = request.uri.path
-        if path == "/token" {
-            return await token(request)
+    /// Hummingbird's side (HTTP/1.1; HTTP/2 is ``FCMHTTP2Handler``'s): collect the body (bounded), answer, wait the
+    /// injected latency.
+    func respond(_ request: Request) async -> Response {
+        var body: [UInt8]? = []
+        if request.method == .post {
+            body = (try? await request.body.collect(upTo: configuration.maxBodyBytes)).map { Array($0.readableBytesView) }
         }
-        if path.hasPrefix("/v1/projects/"), path.hasSuffix("/messages:send") {
-            let project = String(path.dropFirst("/v1/projects/".count).dropLast("/messages:send".count))
-            return await send(request, project: project, httpVersion: context.httpVersion)
+        let answer = answer(FCMSimulatorRequest(
+            method: request.method.rawValue, path: request.uri.path, authority: request.head.authority,
+            authorization: request.headers[.authorization], body: body, httpVersion: "HTTP/1.1"))
+        if let delay = answer.delay { try? await Task.sleep(for: delay) }
+        var headers: HTTPFields = [.contentType: "application/json; charset=UTF-8"]
+        if let seconds = answer.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
+        return Response(
+            status: HTTPResponse.Status(code: answer.status), headers: headers, body: .init(byteBuffer: ByteBuffer(string: answer.body)))
+    }
+
+    /// Answers one request; the same for HTTP/1.1 (``respond(_:context:)``) and HTTP/2 (``FCMHTTP2Handler``).
+    func answer(_ request: FCMSimulatorRequest) -> FCMSimulatorAnswer {
+        state.withLock { $0.stats.requestsByVersion[request.httpVersion, default: 0] += 1 }
+        if request.path == "/token" {
+            return token(request)
         }
-        return answer(FCMErrorAnswer(status: 404, message: "Requested entity was not found."))
+        if request.path.hasPrefix("/v1/projects/"), request.path.hasSuffix("/messages:send") {
+            let project = String(request.path.dropFirst("/v1/projects/".count).dropLast("/messages:send".count))
+            let now = configuration.clock.now()
+            let latency = state.withLock { $0.faults.latency }
+            var answer = send(request, project: project, now: now)
+            answer.delay = latency?.sample()
+            return answer
+        }
+        return error(FCMErrorAnswer(status: 404, message: "Requested entity was not found."))
     }
 
     // MARK: Token endpoint
 
-    private func token(_ request: Request) async -> Response {
+    private func token(_ request: FCMSimulatorRequest) -> FCMSimulatorAnswer {
         let now = configuration.clock.now()
         let (fault, lifetime) = state.withLock { state in
             state.stats.tokenRequests += 1
             return (state.tokenEndpointFailure(), state.faults.accessTokenLifetimeSeconds)
         }
-        func refuse(_ refusal: FCMGrantVerifier.Refusal) -> Response {
+        func refuse(_ refusal: FCMGrantVerifier.Refusal) -> FCMSimulatorAnswer {
             state.withLock { $0.stats.tokenRequestsRefused[refusal.error, default: 0] += 1 }
-            return json(refusal.status, refusal.body)
+            return FCMSimulatorAnswer(status: refusal.status, body: refusal.body)
         }
-        guard request.method == .post else {
+        guard request.method == "POST" else {
             return refuse(.init(status: 405, error: "invalid_request", description: "The token endpoint takes POST."))
         }
         if let fault {
             return refuse(.init(status: fault.status, error: fault.oauthError, description: "Simulated token endpoint failure."))
         }
-        guard let body = try? await request.body.collect(upTo: configuration.maxBodyBytes) else {
+        guard let body = request.body else {
             return refuse(.init(status: 400, error: "invalid_request", description: "Request body too large."))
         }
-        let fields = FCMGrantVerifier.formFields(Array(body.readableBytesView))
+        let fields = FCMGrantVerifier.formFields(body)
         guard fields["grant_type"] == FCMGrantVerifier.jwtBearer else {
             return refuse(.init(status: 400, error: "unsupported_grant_type", description: "Invalid grant_type: \(fields["grant_type"]?.prefix(80) ?? "")"))
         }
@@ -77,14 +86,15 @@ final class FCMSimulatorCore: Sendable {
             return refuse(.init(status: 400, error: "invalid_request", description: "Missing required parameter: assertion"))
         }
         var audiences = self.audiences.withLock { $0 }
-        if let authority = request.head.authority { audiences.insert("https://\(authority)/token") }
+        if let authority = request.authority { audiences.insert("https://\(authority)/token") }
         switch FCMGrantVerifier.verify(assertion: assertion, accounts: accounts, audiences: audiences, now: now) {
         case .failure(let refusal):
             logger.debug("FCM simulator refused a token request", metadata: ["fcm.error": "\(refusal.error)"])
             return refuse(refusal)
         case .success(let account):
             let (token, seconds) = issueAccessToken(for: account, lifetimeSeconds: lifetime, now: now)
-            return json(200, #"{"access_token":""# + token + #"","expires_in":"# + String(seconds) + #","token_type":"Bearer"}"#)
+            return FCMSimulatorAnswer(
+                status: 200, body: #"{"access_token":""# + token + #"","expires_in":"# + String(seconds) + #","token_type":"Bearer"}"#)
         }
     }
 
@@ -101,19 +111,11 @@ final class FCMSimulatorCore: Sendable {
 
     // MARK: messages:send
 
-    private func send(_ request: Request, project: String, httpVersion: String) async -> Response {
-        let now = configuration.clock.now()
-        let latency = state.withLock { $0.faults.latency }
-        let result = await decide(request, project: project, httpVersion: httpVersion, now: now)
-        if let latency { try? await Task.sleep(for: latency.sample()) }
-        return result
-    }
-
-    private func decide(_ request: Request, project: String, httpVersion: String, now: Date) async -> Response {
-        guard request.method == .post else {
+    private func send(_ request: FCMSimulatorRequest, project: String, now: Date) -> FCMSimulatorAnswer {
+        guard request.method == "POST" else {
             return reject(FCMErrorAnswer(status: 404, message: "Method not found."))
         }
-        let credential = request.headers[.authorization].flatMap { value -> String? in
+        let credential = request.authorization.flatMap { value -> String? in
             let parts = value.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
             return String(parts[1])
@@ -133,11 +135,11 @@ final class FCMSimulatorCore: Sendable {
                 status: 403,
                 message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project.prefix(100))' (or it may not exist)."))
         }
-        guard let body = try? await request.body.collect(upTo: configuration.maxBodyBytes) else {
+        guard let body = request.body else {
             return reject(.invalidArgument("", "Request payload size exceeds the limit: \(configuration.maxBodyBytes) bytes."))
         }
         let accepted: FCMMessageValidator.Accepted
-        switch FCMMessageValidator.validate(Array(body.readableBytesView)) {
+        switch FCMMessageValidator.validate(body) {
         case .success(let value): accepted = value
         case .failure(let error): return reject(error)
         }
@@ -146,14 +148,14 @@ final class FCMSimulatorCore: Sendable {
         }
         if accepted.validateOnly {
             state.withLock { $0.stats.accepted += 1 }
-            return json(200, #"{"name":"projects/"# + project + #"/messages/fake_message_id"}"#)
+            return FCMSimulatorAnswer(status: 200, body: #"{"name":"projects/"# + project + #"/messages/fake_message_id"}"#)
         }
         let name = "projects/\(project)/messages/\(nextMessageID(now: now))"
         let record = RecordedFCMMessage(
             name: name, project: project, token: accepted.token, data: accepted.data, android: accepted.android,
-            hasNotification: accepted.hasNotification, account: issued.account, httpVersion: httpVersion, receivedAt: now)
+            hasNotification: accepted.hasNotification, account: issued.account, httpVersion: request.httpVersion, receivedAt: now)
         state.withLock { $0.record(record) }
-        return json(200, #"{"name":""# + name + #""}"#)
+        return FCMSimulatorAnswer(status: 200, body: #"{"name":""# + name + #""}"#)
     }
 
     /// `0:<microseconds>%<16 hex digits>`, the shape of FCM's message ids.
@@ -166,23 +168,13 @@ final class FCMSimulatorCore: Sendable {
         return "0:\(micros)%" + String(counter &* 0x9E37_79B9_7F4A_7C15, radix: 16).leftPadded(to: 16)
     }
 
-    private func reject(_ error: FCMErrorAnswer) -> Response {
-        state.withLock { $0.stats.rejected[error.statsCode, default: 0] += 1 }
-        return answer(error)
+    private func reject(_ answer: FCMErrorAnswer) -> FCMSimulatorAnswer {
+        state.withLock { $0.stats.rejected[answer.statsCode, default: 0] += 1 }
+        return error(answer)
     }
 
-    private func answer(_ error: FCMErrorAnswer) -> Response {
-        var response = json(error.status, error.body)
-        if let seconds = error.retryAfterSeconds {
-            response.headers[.retryAfter] = String(seconds)
-        }
-        return response
-    }
-
-    private func json(_ status: Int, _ body: String) -> Response {
-        Response(
-            status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json; charset=UTF-8"],
-            body: .init(byteBuffer: ByteBuffer(string: body)))
+    private func error(_ answer: FCMErrorAnswer) -> FCMSimulatorAnswer {
+        FCMSimulatorAnswer(status: answer.status, body: answer.body, retryAfterSeconds: answer.retryAfterSeconds)
     }
 
     static func randomText(bytes count: Int) -> String {
@@ -197,4 +189,24 @@ extension String {
     fileprivate func leftPadded(to length: Int) -> String {
         count >= length ? self : String(repeating: "0", count: length - count) + self
     }
+}
+
+/// One request, as both transports hand it to ``FCMSimulatorCore/answer(_:)``.
+struct FCMSimulatorRequest {
+    var method: String
+    var path: String
+    var authority: String?
+    var authorization: String?
+    /// `nil` when it was larger than ``FCMSimulatorConfiguration/maxBodyBytes`` (not kept).
+    var body: [UInt8]?
+    /// `HTTP/2` or `HTTP/1.1`.
+    var httpVersion: String
+}
+
+/// The answer: status, JSON body, `Retry-After`, and how long to wait before sending it (the latency fault).
+struct FCMSimulatorAnswer {
+    var status: Int
+    var body: String
+    var retryAfterSeconds: Int?
+    var delay: Duration?
 }

@@ -110,6 +110,19 @@ struct ValidationTests {
         }
     }
 
+    @Test("stop() ends open HTTP/2 connections (GOAWAY) and returns")
+    func stopWithOpenConnection() async throws {
+        try await SimulatorHarness.with { harness in
+            let token = try await harness.accessToken()
+            let first = try await harness.send(SimulatorHarness.message(), accessToken: token)
+            #expect(first.status == 200)
+            let start = ContinuousClock.now
+            await harness.simulator.stop()
+            // The client keeps its connection open: stop() must end it itself (GOAWAY, then close), not wait for it.
+            #expect(ContinuousClock.now - start < .seconds(5), "stop() took \(ContinuousClock.now - start)")
+        }
+    }
+
     @Test("unknown paths answer FCM's 404 JSON")
     func unknownPath() async throws {
         try await SimulatorHarness.with { harness in
