@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import NIOPosix
+import ServiceLifecycle
 
 /// The command-line options both simulator programs (`apns-simulator`, `fcm-simulator`) have: where to
 /// listen, the TLS identity, the admin switch, threads and logging. Each program adds its own ports and
@@ -56,5 +57,26 @@ public struct SimulatorCommonOptions: ParsableArguments {
     /// A group of `--threads` event loops of the simulator's own, or `nil` for NIO's shared group (one per core).
     public func makeEventLoopGroup() -> MultiThreadedEventLoopGroup? {
         threads > 0 ? MultiThreadedEventLoopGroup(numberOfThreads: threads) : nil
+    }
+}
+
+/// Runs a simulator until SIGTERM or SIGINT. `start` (bind, then print the ready line) runs inside the service
+/// group, after the signals are trapped: a parent that signals as soon as it reads the ready line stops the
+/// program gracefully (exit 0) instead of killing it before the group exists.
+public func runSimulator(
+    _ simulator: some Service, logger: Logger, start: @escaping @Sendable () async throws -> Void
+) async throws {
+    let group = ServiceGroup(
+        services: [StartThenRun(service: simulator, start: start)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    try await group.run()
+}
+
+private struct StartThenRun<Wrapped: Service>: Service {
+    let service: Wrapped
+    let start: @Sendable () async throws -> Void
+
+    func run() async throws {
+        try await start()
+        try await service.run()
     }
 }

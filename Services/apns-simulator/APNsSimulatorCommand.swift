@@ -30,15 +30,12 @@ struct APNsSimulatorCommand: AsyncParsableCommand {
         if let path = options.common.writeCA {
             try simulator.writeCACertificate(to: path)
         }
-        try await simulator.start()
-        let admin = simulator.adminPort.map { " admin http://\(options.common.host):\($0)/admin" } ?? " admin off"
-        // Unbuffered, so a parent process sees the line at once.
-        FileHandle.standardOutput.write(Data("apns-simulator ready: https://\(options.common.hostForURL):\(simulator.port)\(admin)\n".utf8))
-        let group = ServiceGroup(
-            services: [simulator],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        )
-        try await group.run()
+        let host = options.common.host, hostForURL = options.common.hostForURL
+        try await runSimulator(simulator, logger: logger) {
+            try await simulator.start()
+            let admin = simulator.adminPort.map { " admin http://\(host):\($0)/admin" } ?? " admin off"
+            // Unbuffered, so a parent process sees the line at once.
+            FileHandle.standardOutput.write(Data("apns-simulator ready: https://\(hostForURL):\(simulator.port)\(admin)\n".utf8))
+        }
     }
 }

@@ -28,12 +28,13 @@ struct FCMSimulatorCommand: AsyncParsableCommand {
         let simulator = try FCMSimulator(
             configuration: try options.makeConfiguration(), logger: logger, eventLoopGroup: options.common.makeEventLoopGroup())
         if let path = options.common.writeCA { try simulator.writeCACertificate(to: path) }
-        try await simulator.start()
-        if let path = options.writeServiceAccount { try simulator.writeServiceAccount(to: path) }
-        let admin = simulator.adminPort.map { " admin http://\(options.common.hostForURL):\($0)/admin" } ?? " admin off"
-        // Unbuffered, so a parent process sees the line at once.
-        FileHandle.standardOutput.write(Data("fcm-simulator ready: \(simulator.baseURL) token \(simulator.tokenURI)\(admin)\n".utf8))
-        let group = ServiceGroup(services: [simulator], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        try await group.run()
+        let serviceAccountPath = options.writeServiceAccount, hostForURL = options.common.hostForURL
+        try await runSimulator(simulator, logger: logger) {
+            try await simulator.start()
+            if let path = serviceAccountPath { try simulator.writeServiceAccount(to: path) }
+            let admin = simulator.adminPort.map { " admin http://\(hostForURL):\($0)/admin" } ?? " admin off"
+            // Unbuffered, so a parent process sees the line at once.
+            FileHandle.standardOutput.write(Data("fcm-simulator ready: \(simulator.baseURL) token \(simulator.tokenURI)\(admin)\n".utf8))
+        }
     }
 }
