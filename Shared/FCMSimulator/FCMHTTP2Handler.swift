@@ -146,18 +146,7 @@ final class FCMHTTP2Handler: ChannelInboundHandler, HTTP2ConnectionDelegate {
     /// Writes what the framing produced; closes once it is written when the framing is done.
     private func flushOutput() {
         guard let context, !closing else { return }
-        let output = framing.takeOutput()
-        let close = framing.wantsClose
-        if close { closing = true }
-        guard let output else {
-            if close { context.close(promise: nil) }
-            return
-        }
-        if close {
-            context.writeAndFlush(wrapOutboundOut(output)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-        } else {
-            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
-        }
+        closing = framing.writeOutput(to: context)
     }
 
     /// The path without its query.

@@ -389,18 +389,7 @@ final class APNSConnectionHandler: ChannelInboundHandler, HTTP2ConnectionDelegat
     /// Writes what HTTP/2 produced; closes once it is written when HTTP/2 is done (GOAWAY drained, protocol error).
     private func flush() {
         guard let context, !closing else { return }
-        let output = http2.takeOutput()
-        let close = http2.wantsClose
-        if close { closing = true }
-        guard let output else {
-            if close { context.close(promise: nil) }
-            return
-        }
-        if close {
-            context.writeAndFlush(wrapOutboundOut(output)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-        } else {
-            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
-        }
+        closing = http2.writeOutput(to: context)
     }
 
     private func record(_ error: APNSError) {
