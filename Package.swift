@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "callpush", targets: ["callpush"]),
         .executable(name: "apns-simulator", targets: ["apns-simulator"]),
+        .executable(name: "fcm-simulator", targets: ["fcm-simulator"]),
         .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "callpush-bench", targets: ["callpush-bench"]),
         .executable(name: "dispatch", targets: ["dispatch-main"]),
@@ -15,6 +16,8 @@ let package = Package(
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "APNs", targets: ["APNs"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
+        .library(name: "FCM", targets: ["FCM"]),
+        .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
         .executable(name: "callpush-campaign", targets: ["callpush-campaign"]),
     ],
     dependencies: [
@@ -98,7 +101,7 @@ let package = Package(
         ),
         .target(
             name: "APNsSimulator",
-            dependencies: ["Locking", "HTTP2Wire",
+            dependencies: ["Locking", "HTTP2Wire", "SimulatorSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -112,6 +115,51 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Shared/APNsSimulator"
+        ),
+
+        // The TLS identity (a CA and a server certificate) both simulators generate for themselves.
+        .target(
+            name: "SimulatorSupport",
+            dependencies: [
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            path: "Shared/SimulatorSupport"
+        ),
+        // FCM HTTP v1 client (Android rings): AsyncHTTPClient over HTTP/2, OAuth2 service-account tokens.
+        .target(
+            name: "FCM",
+            dependencies: ["Locking",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/FCM"
+        ),
+        .target(
+            name: "FCMSimulator",
+            dependencies: ["Locking", "SimulatorSupport", "HTTP2Wire",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/FCMSimulator"
         ),
 
         // MARK: Services (libraries behind the programs, so tests call the same builders)
@@ -167,6 +215,18 @@ let package = Package(
             path: "Services/CallpushCLI"
         ),
 
+        // The command-line options both simulator programs share.
+        .target(
+            name: "SimulatorCommand",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/SimulatorCommand"
+        ),
+
         // MARK: Programs (thin mains)
         .executableTarget(
             name: "callpush",
@@ -195,18 +255,28 @@ let package = Package(
         .executableTarget(
             name: "apns-simulator",
             dependencies: [
-                "APNsSimulator",
+                "APNsSimulator", "SimulatorCommand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Services/apns-simulator"
         ),
         .executableTarget(
+            name: "fcm-simulator",
+            dependencies: [
+                "FCMSimulator", "SimulatorCommand",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Services/fcm-simulator"
+        ),
+        .executableTarget(
             name: "callpush-bench",
             dependencies: ["Locking",
                 "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
+                "FCM", "FCMSimulator",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -296,6 +366,33 @@ let package = Package(
             ],
             path: "Tests/APNsSimulatorTests",
             exclude: ["aioapns"]
+        ),
+        .testTarget(
+            name: "FCMTests",
+            dependencies: ["Locking", "FCM", "FCMSimulator", "CallpushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/FCMTests"
+        ),
+        .testTarget(
+            name: "FCMSimulatorTests",
+            dependencies: ["FCMSimulator", "CallpushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/FCMSimulatorTests",
+            exclude: ["firebase_admin"]
         ),
     ]
 )

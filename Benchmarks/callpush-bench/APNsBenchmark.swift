@@ -161,33 +161,36 @@ struct APNsBenchmark: AsyncParsableCommand {
 
     /// Runs `total` pushes with `concurrency` workers; returns latencies (ms) and failures.
     private func drive(client: APNSClient, push: APNSVoIPPush, total: Int) async -> LatencySample {
-        let next = SharedCounter()
-        let workers = min(concurrency, total)
-        return await withTaskGroup(of: LatencySample.self) { group in
-            for _ in 0..<workers {
-                group.addTask {
-                    var sample = LatencySample()
-                    sample.latencies.reserveCapacity(total / workers + 1)
-                    var push = push
-                    while next.next() < total {
-                        push.apnsID = UUID.randomVersion4()
-                        let outcome = await client.send(push)
-                        if outcome.isSent {
-                            sample.latencies.append(outcome.latency.milliseconds)
-                        } else {
-                            sample.failures += 1
-                        }
-                    }
-                    return sample
-                }
-            }
-            var merged = LatencySample()
-            for await sample in group {
-                merged.latencies += sample.latencies
-                merged.failures += sample.failures
-            }
-            return merged
+        await driveConcurrently(total: total, workers: concurrency) {
+            var push = push
+            push.apnsID = UUID.randomVersion4()
+            let outcome = await client.send(push)
+            return outcome.isSent ? outcome.latency.milliseconds : nil
         }
+    }
+}
+
+/// Runs `total` sends on `workers` concurrent tasks; `send` returns its latency in ms, or `nil` for a failure.
+func driveConcurrently(total: Int, workers: Int, _ send: @escaping @Sendable () async -> Double?) async -> LatencySample {
+    let next = SharedCounter()
+    let workers = max(1, min(workers, total))
+    return await withTaskGroup(of: LatencySample.self) { group in
+        for _ in 0..<workers {
+            group.addTask {
+                var sample = LatencySample()
+                sample.latencies.reserveCapacity(total / workers + 1)
+                while next.next() < total {
+                    if let latency = await send() { sample.latencies.append(latency) } else { sample.failures += 1 }
+                }
+                return sample
+            }
+        }
+        var merged = LatencySample()
+        for await sample in group {
+            merged.latencies += sample.latencies
+            merged.failures += sample.failures
+        }
+        return merged
     }
 }
 

@@ -75,30 +75,56 @@ enum SimulatorPeers {
     // MARK: (a) nghttpd
 
     /// Starts `nghttpd` with TLS on a free port (generated certificate), runs `h2load` POSTing the VoIP payload, stops it.
-    static func h2loadAgainstNghttpd(_ load: Load = Load()) async throws -> H2LoadFigures {
-        let directory = try temporaryDirectory("nghttpd")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let identity = try GeneratedTLSIdentity.generate()
-        try identity.certificateChainPEM.write(toFile: "\(directory)/cert.pem", atomically: true, encoding: .utf8)
-        try identity.privateKeyPEM.write(toFile: "\(directory)/key.pem", atomically: true, encoding: .utf8)
-        try FileManager.default.createDirectory(atPath: "\(directory)/root/3/device", withIntermediateDirectories: true)
-        try "".write(toFile: "\(directory)/root/3/device/\(deviceToken)", atomically: true, encoding: .utf8)
-        let port = try freePort()
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: try which("nghttpd"))
-        server.arguments = [
-            "-n", String(load.serverThreads), "-d", "\(directory)/root", String(port), "\(directory)/key.pem", "\(directory)/cert.pem",
-        ]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer {
-            // nghttpd ignores SIGTERM while serving; SIGKILL it so waitUntilExit cannot hang.
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
+    /// `path`/`answer`: the file nghttpd serves (an empty answer at the APNs path by default); `body` and `headers`
+    /// are what h2load POSTs.
+    static func h2loadAgainstNghttpd(
+        _ load: Load = Load(), path: String = "/3/device/\(deviceToken)", answer: String = "", body: String = payload,
+        headers: [String] = voipHeaders(jwt: nil)
+    ) async throws -> H2LoadFigures {
+        let server = try await Nghttpd.start(path: path, answer: answer, threads: load.serverThreads)
+        defer { server.stop() }
+        return try await h2load(port: server.port, headers: headers, load: load, directory: server.directory, path: path, body: body)
+    }
+
+    /// A running `nghttpd` serving one file (`answer` at `path`) with TLS on a free port.
+    struct Nghttpd {
+        let process: Process
+        let port: Int
+        let directory: String
+        /// The CA of its generated certificate.
+        let caCertificatePEM: String
+
+        static func start(path: String, answer: String, threads: Int) async throws -> Nghttpd {
+            let directory = try temporaryDirectory("nghttpd")
+            let identity = try GeneratedTLSIdentity.generate()
+            try identity.certificateChainPEM.write(toFile: "\(directory)/cert.pem", atomically: true, encoding: .utf8)
+            try identity.privateKeyPEM.write(toFile: "\(directory)/key.pem", atomically: true, encoding: .utf8)
+            let file = "\(directory)/root" + path
+            try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try answer.write(toFile: file, atomically: true, encoding: .utf8)
+            let port = try freePort()
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: try which("nghttpd"))
+            server.arguments = ["-n", String(threads), "-d", "\(directory)/root", String(port), "\(directory)/key.pem", "\(directory)/cert.pem"]
+            server.standardOutput = FileHandle.nullDevice
+            server.standardError = FileHandle.nullDevice
+            try server.run()
+            let running = Nghttpd(process: server, port: port, directory: directory, caCertificatePEM: identity.caCertificatePEM)
+            do {
+                try await waitUntilListening(port: port, process: server)
+            } catch {
+                running.stop()
+                throw error
+            }
+            return running
         }
-        try await waitUntilListening(port: port, process: server)
-        return try await h2load(port: port, headers: voipHeaders(jwt: nil), load: load, directory: directory)
+
+        func stop() {
+            // nghttpd ignores SIGTERM while serving; SIGKILL it so waitUntilExit cannot hang.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
     }
 
     // MARK: (b) simulator
@@ -229,22 +255,24 @@ enum SimulatorPeers {
     }
 
     /// Runs h2load (POST of ``payload``) and parses its summary and per-request log.
-    static func h2load(port: Int, headers: [String], load: Load, directory: String) async throws -> H2LoadFigures {
+    static func h2load(
+        port: Int, headers: [String], load: Load, directory: String, path: String = "/3/device/\(deviceToken)", body: String = payload
+    ) async throws -> H2LoadFigures {
         if load.warmUpRequests > 0 {
             var warmUp = load
             warmUp.requests = load.warmUpRequests
             warmUp.warmUpRequests = 0
-            _ = try await h2load(port: port, headers: headers, load: warmUp, directory: directory)
+            _ = try await h2load(port: port, headers: headers, load: warmUp, directory: directory, path: path, body: body)
         }
         let bodyPath = "\(directory)/payload.json"
         let logPath = "\(directory)/h2load.log"
-        try payload.write(toFile: bodyPath, atomically: true, encoding: .utf8)
+        try body.write(toFile: bodyPath, atomically: true, encoding: .utf8)
         var arguments = [
             "-n", String(load.requests), "-c", String(load.clients), "-m", String(load.streamsPerClient),
             "-t", String(load.threads), "-d", bodyPath, "--log-file", logPath,
         ]
         for header in headers { arguments += ["-H", header] }
-        arguments.append("https://127.0.0.1:\(port)/3/device/\(deviceToken)")
+        arguments.append("https://127.0.0.1:\(port)" + path)
         let output = try await run(try which("h2load"), arguments, timeout: 600)
         guard output.status == 0 else {
             throw PeerError(description: "h2load failed (\(output.status)): \(output.stderr)")
@@ -302,7 +330,9 @@ enum SimulatorPeers {
         var stderr: String
     }
 
-    static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval) async throws -> ProcessOutput {
+    static func run(
+        _ executable: String, _ arguments: [String], timeout: TimeInterval, environment: [String: String]? = nil
+    ) async throws -> ProcessOutput {
         let directory = try temporaryDirectory("run")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         _ = FileManager.default.createFile(atPath: "\(directory)/out", contents: nil)
@@ -312,6 +342,7 @@ enum SimulatorPeers {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let environment { process.environment = environment }
         process.standardOutput = out
         process.standardError = err
         let status: Int32 = try await withCheckedThrowingContinuation { continuation in

@@ -2,7 +2,7 @@ import APNsSimulator
 import ArgumentParser
 import Foundation
 import Logging
-import NIOPosix
+import SimulatorCommand
 import ServiceLifecycle
 
 /// `apns-simulator`: runs the APNs simulator until SIGTERM / SIGINT.
@@ -22,28 +22,20 @@ struct APNsSimulatorCommand: AsyncParsableCommand {
     @OptionGroup var options: SimulatorOptions
 
     func run() async throws {
-        let level = options.logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        options.common.bootstrapLogging()
         let logger = Logger(label: "apns-simulator")
         // NIO's shared group has a thread per core; --threads N gives the simulator a group of its own.
-        let eventLoops: MultiThreadedEventLoopGroup? = options.threads > 0 ? MultiThreadedEventLoopGroup(numberOfThreads: options.threads) : nil
-        let simulator = APNsSimulator(configuration: try options.makeConfiguration(), logger: logger, eventLoopGroup: eventLoops)
-        if let path = options.writeCA {
+        let simulator = APNsSimulator(
+            configuration: try options.makeConfiguration(), logger: logger, eventLoopGroup: options.common.makeEventLoopGroup())
+        if let path = options.common.writeCA {
             try simulator.writeCACertificate(to: path)
         }
-        try await simulator.start()
-        let admin = simulator.adminPort.map { " admin http://\(options.host):\($0)/admin" } ?? " admin off"
-        // Unbuffered, so a parent process sees the line at once.
-        FileHandle.standardOutput.write(Data("apns-simulator ready: https://\(options.hostForURL):\(simulator.port)\(admin)\n".utf8))
-        let group = ServiceGroup(
-            services: [simulator],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        )
-        try await group.run()
+        let host = options.common.host, hostForURL = options.common.hostForURL
+        try await runSimulator(simulator, logger: logger) {
+            try await simulator.start()
+            let admin = simulator.adminPort.map { " admin http://\(host):\($0)/admin" } ?? " admin off"
+            // Unbuffered, so a parent process sees the line at once.
+            FileHandle.standardOutput.write(Data("apns-simulator ready: https://\(hostForURL):\(simulator.port)\(admin)\n".utf8))
+        }
     }
 }

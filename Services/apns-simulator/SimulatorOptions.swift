@@ -2,29 +2,17 @@ import APNsSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import SimulatorCommand
 
 /// Command-line options of `apns-simulator`, turned into an ``APNsSimulatorConfiguration`` in one place.
 struct SimulatorOptions: ParsableArguments {
-    @Option(help: "Interface to listen on.")
-    var host: String = "127.0.0.1"
+    @OptionGroup var common: SimulatorCommonOptions
 
     @Option(help: "HTTP/2 port (0 = any free port). APNs itself uses 443 and 2197.")
     var port: Int = 2197
 
     @Option(name: .customLong("admin-port"), help: "Admin HTTP/1.1 port (0 = any free port).")
     var adminPort: Int = 2198
-
-    @Flag(name: .customLong("no-admin"), help: "Do not start the admin API.")
-    var noAdmin = false
-
-    @Option(help: "PEM certificate chain (leaf first). Without --cert/--key a CA and certificate are generated.")
-    var cert: String?
-
-    @Option(help: "PEM private key for --cert.")
-    var key: String?
-
-    @Option(name: .customLong("write-ca"), help: "Write the CA certificate clients must trust to this PEM file.")
-    var writeCA: String?
 
     @Option(
         name: .customLong("token-key"),
@@ -83,30 +71,16 @@ struct SimulatorOptions: ParsableArguments {
     @Option(name: .customLong("no-response-token"), help: "Fault: never answer pushes to this token. Repeatable.")
     var noResponseTokens: [String] = []
 
-    @Option(help: "Event-loop threads serving connections (0 = one per core). Like nghttpd's -n; 1 leaves the other cores to a load generator on the same machine.")
-    var threads: Int = 0
-
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevelName: String = "info"
-
-    var logLevel: Logger.Level { Logger.Level(rawValue: logLevelName) ?? .info }
-
-    var hostForURL: String { host.contains(":") ? "[\(host)]" : host }
-
     func validate() throws {
-        guard Logger.Level(rawValue: logLevelName) != nil else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-        }
+        try common.validate()
         guard APNsEnvironment(rawValue: environment) != nil else {
             throw ValidationError("--environment must be sandbox or production")
         }
         guard (0...65535).contains(port), (0...65535).contains(adminPort) else {
             throw ValidationError("--port and --admin-port must be in 0...65535")
         }
-        guard (cert == nil) == (key == nil) else { throw ValidationError("--cert and --key go together") }
         guard maxConcurrentStreams >= 1 else { throw ValidationError("--max-concurrent-streams must be >= 1") }
         guard maxRecorded >= 1 else { throw ValidationError("--max-recorded must be >= 1") }
-        guard (0...1024).contains(threads) else { throw ValidationError("--threads must be in 0...1024 (0 = one per core)") }
         if requireClientCertificate && clientCA == nil {
             throw ValidationError("--require-client-certificate needs --client-ca")
         }
@@ -151,10 +125,10 @@ struct SimulatorOptions: ParsableArguments {
 
     func makeConfiguration() throws -> APNsSimulatorConfiguration {
         var configuration = APNsSimulatorConfiguration()
-        configuration.host = host
+        configuration.host = common.host
         configuration.port = port
-        configuration.adminPort = noAdmin ? nil : adminPort
-        if let cert, let key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
+        configuration.adminPort = common.noAdmin ? nil : adminPort
+        if let cert = common.cert, let key = common.key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
         configuration.environment = APNsEnvironment(rawValue: environment) ?? .sandbox
         configuration.allowUnauthenticated = allowUnauthenticated
         configuration.requireClientCertificate = requireClientCertificate

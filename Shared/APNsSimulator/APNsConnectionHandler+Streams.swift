@@ -26,28 +26,12 @@ extension APNsConnectionHandler: HTTP2ConnectionDelegate {
     func flushOutput() {
         commitRecords()
         guard let context, !closing else { return }
-        let output = framing.takeOutput()
-        let close = framing.wantsClose
-        if close {
-            closing = true
-            if let error = framing.lastError {
-                core.logger.debug(
-                    "HTTP/2 connection error", metadata: ["apns.connection": "\(id)", "error": "\(error.code) \(error.detail)"]
-                )
-            }
+        if framing.wantsClose, let error = framing.lastError {
+            core.logger.debug(
+                "HTTP/2 connection error", metadata: ["apns.connection": "\(id)", "error": "\(error.code) \(error.detail)"]
+            )
         }
-        guard let output else {
-            if close { context.close(promise: nil) }
-            return
-        }
-        if close {
-            // Close only once the last answers and the GOAWAY are written (a close fails unwritten data).
-            context.writeAndFlush(wrapOutboundOut(output)).assumeIsolated().whenComplete { _ in
-                context.close(promise: nil)
-            }
-        } else {
-            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
-        }
+        closing = framing.writeOutput(to: context)
     }
 
     // MARK: HTTP2ConnectionDelegate

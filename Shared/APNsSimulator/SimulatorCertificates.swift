@@ -1,8 +1,6 @@
-import Crypto
 import Foundation
 import NIOSSL
-import SwiftASN1
-import X509
+@_exported import SimulatorSupport
 
 /// The TLS identity of a simulator: the server chain and key, and the CA certificate clients must trust.
 struct SimulatorCertificates {
@@ -12,121 +10,17 @@ struct SimulatorCertificates {
 
     /// Loads PEM files or generates a fresh CA plus a server certificate signed by it.
     static func make(_ tls: APNsSimulatorConfiguration.TLS) throws -> SimulatorCertificates {
-        switch tls {
-        case .generateSelfSigned:
-            return try generate()
-        case .files(let chainPath, let keyPath):
-            do {
-                let chain = try NIOSSLCertificate.fromPEMFile(chainPath)
-                guard let last = chain.last else {
-                    throw APNsSimulatorError.invalidConfiguration("certificate file \(chainPath) holds no certificate")
-                }
-                let key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
-                let pem = PEMDocument(type: "CERTIFICATE", derBytes: try last.toDERBytes()).pemString
-                return SimulatorCertificates(chain: chain, privateKey: key, caCertificatePEM: pem)
-            } catch let error as APNsSimulatorError {
-                throw error
-            } catch {
-                throw APNsSimulatorError.invalidConfiguration("cannot load TLS files (\(chainPath), \(keyPath)): \(error)")
-            }
-        }
-    }
-
-    static func generate() throws -> SimulatorCertificates {
-        let identity = try GeneratedTLSIdentity.generate()
+        let identity: SimulatorTLSIdentity
         do {
-            return SimulatorCertificates(
-                chain: try NIOSSLCertificate.fromPEMBytes(Array(identity.certificateChainPEM.utf8)),
-                privateKey: try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem),
-                caCertificatePEM: identity.caCertificatePEM
-            )
-        } catch {
-            throw APNsSimulatorError.invalidConfiguration("cannot load the generated certificate: \(error)")
-        }
-    }
-}
-
-/// A freshly generated TLS identity in PEM: a CA (CA:TRUE, keyCertSign) and a server certificate signed by it
-/// (serverAuth and clientAuth; SANs `localhost`, `127.0.0.1`, `::1`), so strict verifiers (OpenSSL X509_STRICT, BoringSSL)
-/// accept the chain. Used by the simulator when no files are given; also handy for other local test servers.
-public struct GeneratedTLSIdentity: Sendable {
-    /// Server certificate followed by the CA certificate.
-    public var certificateChainPEM: String
-    /// The server certificate's P-256 private key (PKCS#8).
-    public var privateKeyPEM: String
-    /// The CA certificate clients must trust.
-    public var caCertificatePEM: String
-
-    /// Generates a new identity valid from one hour ago for one year.
-    public static func generate() throws -> GeneratedTLSIdentity {
-        do {
-            let now = Date()
-            let notBefore = now.addingTimeInterval(-3600)
-            let notAfter = now.addingTimeInterval(365 * 24 * 3600)
-
-            let caKey = P256.Signing.PrivateKey()
-            let caPublic = Certificate.PublicKey(caKey.publicKey)
-            let caName = try DistinguishedName {
-                OrganizationName("callpush")
-                CommonName("callpush APNs simulator CA")
+            switch tls {
+            case .generateSelfSigned:
+                identity = try .generated(caCommonName: "callpush APNs simulator CA")
+            case .files(let chainPath, let keyPath):
+                identity = try .files(chainPath: chainPath, keyPath: keyPath)
             }
-            let caSKI = SubjectKeyIdentifier(hash: caPublic)
-            let ca = try Certificate(
-                version: .v3,
-                serialNumber: Certificate.SerialNumber(),
-                publicKey: caPublic,
-                notValidBefore: notBefore,
-                notValidAfter: notAfter,
-                issuer: caName,
-                subject: caName,
-                signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                    caSKI
-                },
-                issuerPrivateKey: Certificate.PrivateKey(caKey)
-            )
-
-            let leafKey = P256.Signing.PrivateKey()
-            let leafPublic = Certificate.PublicKey(leafKey.publicKey)
-            let leafName = try DistinguishedName {
-                OrganizationName("callpush")
-                CommonName("localhost")
-            }
-            let leaf = try Certificate(
-                version: .v3,
-                serialNumber: Certificate.SerialNumber(),
-                publicKey: leafPublic,
-                notValidBefore: notBefore,
-                notValidAfter: notAfter,
-                issuer: caName,
-                subject: leafName,
-                signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.notCertificateAuthority)
-                    Critical(KeyUsage(digitalSignature: true))
-                    try ExtendedKeyUsage([.serverAuth, .clientAuth])
-                    SubjectAlternativeNames([
-                        .dnsName("localhost"),
-                        .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
-                        .ipAddress(ASN1OctetString(contentBytes: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])),
-                    ])
-                    SubjectKeyIdentifier(hash: leafPublic)
-                    AuthorityKeyIdentifier(keyIdentifier: caSKI.keyIdentifier)
-                },
-                issuerPrivateKey: Certificate.PrivateKey(caKey)
-            )
-
-            let caPEM = try ca.serializeAsPEM().pemString
-            let leafPEM = try leaf.serializeAsPEM().pemString
-            return GeneratedTLSIdentity(
-                certificateChainPEM: leafPEM + "\n" + caPEM + "\n",
-                privateKeyPEM: leafKey.pemRepresentation,
-                caCertificatePEM: caPEM + "\n"
-            )
         } catch {
-            throw APNsSimulatorError.invalidConfiguration("cannot generate a certificate: \(error)")
+            throw APNsSimulatorError.invalidConfiguration(error.message)
         }
+        return SimulatorCertificates(chain: identity.chain, privateKey: identity.privateKey, caCertificatePEM: identity.caCertificatePEM)
     }
 }

@@ -564,3 +564,23 @@ public final class HTTP2Connection {
         }
     }
 }
+
+extension HTTP2Connection {
+    /// Writes the output so far on `context` (one write and flush) and, once the connection is done
+    /// (``wantsClose``: GOAWAY drained or a protocol error), closes the channel after that write (a close
+    /// fails unwritten data). Returns `true` when the channel is closing: write nothing more.
+    public func writeOutput(to context: ChannelHandlerContext) -> Bool {
+        let output = takeOutput()
+        let close = wantsClose
+        guard let output else {
+            if close { context.close(promise: nil) }
+            return close
+        }
+        if close {
+            context.writeAndFlush(NIOAny(output)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        } else {
+            context.writeAndFlush(NIOAny(output), promise: nil)
+        }
+        return close
+    }
+}

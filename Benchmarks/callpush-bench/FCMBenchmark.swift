@@ -1,0 +1,260 @@
+import ArgumentParser
+import FCM
+import FCMSimulator
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// `callpush-bench fcm`: our FCM client against the FCM simulator at 1 and 4 connections, firebase-admin's
+/// `send_each_for_multicast` against the same simulator, and h2load against the simulator and against
+/// nghttpd serving the same small answer. Figures only.
+struct FCMBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fcm",
+        abstract: "FCM client vs firebase-admin on the FCM simulator, and the simulator vs nghttpd (run in release mode).")
+
+    @Option(help: "Messages per measured run of our client.") var messages = 20_000
+    @Option(help: "Messages in flight at once (our client, h2load).") var concurrency = 200
+    @Option(parsing: .upToNextOption, help: "Connection counts to measure our client at.") var connections: [Int] = [1, 4]
+    @Option(help: "Messages firebase-admin sends (send_each_for_multicast, 500 per call).") var firebaseMessages = 2_000
+    @Option(help: "Requests per h2load run.") var h2loadRequests = 50_000
+    @Option(help: "Threads of the servers (fcm-simulator --threads, nghttpd -n).") var serverThreads = 1
+    @Flag(help: "Only measure our client.") var skipPeers = false
+
+    static let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+    static let token = "YmVuY2g:APA91bBenchTokenBenchTokenBenchTokenBenchTokenBenchTokenBenchToken"
+    static let data = ["callId": "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", "handle": "driver-1234", "displayName": "Driver Tanaka",
+                       "hasVideo": "false", "ackToken": "v1.1b4e28ba.0123456789abcdef0123456789abcdef"]
+
+    func run() async throws {
+        var logger = Logger(label: "callpush-bench.fcm")
+        logger.logLevel = .error
+        print("\(messages) messages per run, \(concurrency) in flight; simulator threads \(serverThreads)")
+        var rows: [BenchmarkRow] = []
+        for count in connections {
+            let simulator = try await FCMSimulatorProcess.start(threads: serverThreads)
+            defer { simulator.stop() }
+            let row = try await measureClient(connections: count, simulator: simulator, logger: logger)
+            rows.append(row)
+            print(row.formatted)
+        }
+        for count in connections {
+            do {
+                let row = try await measureClientAgainstNghttpd(connections: count, logger: logger)
+                rows.append(row)
+                print(row.formatted)
+            } catch {
+                print("ours -> nghttpd (\(count) connections) failed: \(error)")
+            }
+        }
+        if !skipPeers {
+            rows += await runPeers()
+        }
+        print("\n" + BenchmarkRow.header)
+        for row in rows { print(row.formatted) }
+        func rate(_ name: String, _ connections: Int) -> Double? {
+            rows.first { $0.name == name && $0.connections == connections }?.rate
+        }
+        if let ours = rate("ours -> fcm-simulator", 1), let python = rate("firebase-admin multicast", 0) {
+            print(String(format: "ours (1 connection)/firebase-admin: %.1f (target >= 10)", ours / python))
+        }
+        if let ours = rate("ours -> fcm-simulator", 4), let python = rate("firebase-admin multicast", 0) {
+            print(String(format: "ours (4 connections)/firebase-admin: %.1f (target >= 10)", ours / python))
+        }
+        for clients in connections {
+            if let alone = rate("ours -> nghttpd", clients), let python = rate("firebase-admin multicast", 0) {
+                print(String(format: "ours -> nghttpd (%d connections)/firebase-admin -> simulator: %.1f", clients, alone / python))
+            }
+        }
+        for clients in [1, 4] {
+            if let simulator = rate("h2load -> fcm-simulator", clients), let nghttpd = rate("h2load -> nghttpd", clients) {
+                print(String(format: "fcm-simulator/nghttpd under h2load (%d connections): %.2f", clients, simulator / nghttpd))
+            }
+            if let ours = rate("ours -> fcm-simulator", clients), let simulator = rate("h2load -> fcm-simulator", clients) {
+                print(String(format: "ours/h2load on the simulator (%d connections): %.2f (below 1: the simulator is not the bottleneck)", clients, ours / simulator))
+            }
+        }
+    }
+
+    private func measureClient(
+        connections: Int, simulator: FCMSimulatorProcess, logger: Logger, name: String = "ours -> fcm-simulator",
+        endpoint: (port: Int, caCertificatePEM: String)? = nil
+    ) async throws -> BenchmarkRow {
+        let account = try FCMServiceAccount(contentsOfFile: simulator.serviceAccountPath)
+        let simulatorCA = try String(contentsOfFile: simulator.caPath, encoding: .utf8)
+        let client = try FCMClient.localSimulator(
+            port: endpoint?.port ?? simulator.port, caCertificatePEM: simulatorCA,
+            apps: ["bench": FCMApp(serviceAccount: account)],
+            configure: {
+                $0.connections = connections
+                $0.requestTimeout = .seconds(30)
+                $0.maxPendingRequests = concurrency * 2
+                if let endpoint { $0.additionalTrustedCAPEM.append(endpoint.caCertificatePEM) }
+            },
+            eventLoopGroup: Self.clientGroup, logger: logger)
+        let message = FCMMessage(app: "bench", token: Self.token, data: Self.data, collapseKey: Self.data["callId"]!, deadline: Date().addingTimeInterval(600))
+        _ = await drive(client: client, message: message, total: min(messages, 5_000))  // warm-up: token, connections
+        let start = ContinuousClock.now
+        let result = await drive(client: client, message: message, total: messages)
+        let elapsed = ContinuousClock.now - start
+        await client.shutdown()
+        return BenchmarkRow(
+            name: name, connections: connections, requests: messages, failures: result.failures,
+            seconds: elapsed.seconds, p50: result.percentile(0.50), p99: result.percentile(0.99))
+    }
+
+    /// Our client's own capacity: its sends answered by nghttpd (a static `{"name": …}`), its access token from a
+    /// simulator. The simulator's CPU cost is then out of the measurement.
+    private func measureClientAgainstNghttpd(connections: Int, logger: Logger) async throws -> BenchmarkRow {
+        let simulator = try await FCMSimulatorProcess.start(threads: serverThreads)
+        defer { simulator.stop() }
+        let nghttpd = try await SimulatorPeers.Nghttpd.start(
+            path: "/v1/projects/\(simulator.project)/messages:send", answer: Self.nghttpdAnswer, threads: serverThreads)
+        defer { nghttpd.stop() }
+        return try await measureClient(
+            connections: connections, simulator: simulator, logger: logger, name: "ours -> nghttpd",
+            endpoint: (nghttpd.port, nghttpd.caCertificatePEM))
+    }
+
+    static let nghttpdAnswer = #"{"name":"projects/callpush-bench/messages/0:1700000000000000%0123456789abcdef"}"#
+
+    private func drive(client: FCMClient, message: FCMMessage, total: Int) async -> LatencySample {
+        await driveConcurrently(total: total, workers: concurrency) {
+            let outcome = await client.send(message)
+            return outcome.isSent ? outcome.latency.milliseconds : nil
+        }
+    }
+
+    /// firebase-admin, then h2load against the simulator and nghttpd (the same small JSON answer).
+    private func runPeers() async -> [BenchmarkRow] {
+        var rows: [BenchmarkRow] = []
+        do {
+            let simulator = try await FCMSimulatorProcess.start(threads: serverThreads)
+            defer { simulator.stop() }
+            var environment = ProcessInfo.processInfo.environment
+            environment["REQUESTS_CA_BUNDLE"] = simulator.caPath
+            let output = try await SimulatorPeers.run(try SimulatorPeers.which("python3"), [
+                Self.firebaseScript, "--mode", "bench", "--base-url", "https://127.0.0.1:\(simulator.port)",
+                "--service-account", simulator.serviceAccountPath, "--count", String(firebaseMessages),
+            ], timeout: 600, environment: environment)
+            guard let line = output.stdout.split(separator: "\n").last,
+                let json = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let seconds = json["seconds"] as? Double, let ok = json["ok"] as? Int
+            else { throw SimulatorPeers.PeerError(description: "send_fcm.py failed (\(output.status)): \(output.stdout) \(output.stderr)") }
+            let row = BenchmarkRow(
+                name: "firebase-admin multicast", connections: 0, requests: firebaseMessages, failures: firebaseMessages - ok,
+                seconds: seconds, p50: nil, p99: nil)
+            print(row.formatted)
+            rows.append(row)
+        } catch {
+            print("firebase-admin failed: \(error)")
+        }
+        let body = #"{"message":{"token":"\#(Self.token)","data":{"callId":"1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b","handle":"driver-1234","displayName":"Driver Tanaka","hasVideo":"false","ackToken":"v1.1b4e28ba.0123456789abcdef0123456789abcdef"},"android":{"priority":"HIGH","ttl":"30s","collapse_key":"1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b","direct_boot_ok":true}}}"#
+        for clients in [1, 4] {
+            let load = SimulatorPeers.Load(
+                requests: h2loadRequests, clients: clients, streamsPerClient: max(1, min(100, concurrency / clients)), threads: 1,
+                warmUpRequests: min(h2loadRequests, 10_000), serverThreads: serverThreads)
+            do {
+                let simulator = try await FCMSimulatorProcess.start(threads: serverThreads)
+                defer { simulator.stop() }
+                let token = try await simulator.accessToken()
+                let path = "/v1/projects/\(simulator.project)/messages:send"
+                let directory = try SimulatorPeers.temporaryDirectory("h2load-fcm")
+                defer { try? FileManager.default.removeItem(atPath: directory) }
+                let figures = try await SimulatorPeers.h2load(
+                    port: simulator.port, headers: ["content-type: application/json", "authorization: Bearer \(token)"], load: load,
+                    directory: directory, path: path, body: body)
+                rows.append(row("h2load -> fcm-simulator", clients, figures))
+            } catch {
+                print("h2load -> fcm-simulator (\(clients) connections) failed: \(error)")
+            }
+            do {
+                let figures = try await SimulatorPeers.h2loadAgainstNghttpd(
+                    load, path: "/v1/projects/callpush-bench/messages:send", answer: Self.nghttpdAnswer,
+                    body: body, headers: ["content-type: application/json", "authorization: Bearer ya29.bench"])
+                rows.append(row("h2load -> nghttpd", clients, figures))
+            } catch {
+                print("h2load -> nghttpd (\(clients) connections) failed: \(error)")
+            }
+        }
+        return rows
+    }
+
+    private func row(_ name: String, _ clients: Int, _ figures: SimulatorPeers.H2LoadFigures) -> BenchmarkRow {
+        let row = BenchmarkRow(
+            name: name, connections: clients, requests: figures.requests, failures: figures.requests - figures.status2xx,
+            seconds: figures.seconds, p50: figures.p50Milliseconds, p99: figures.p99Milliseconds)
+        print(row.formatted)
+        return row
+    }
+
+    static var firebaseScript: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tests/FCMSimulatorTests/firebase_admin/send_fcm.py").path
+    }
+}
+
+/// The `fcm-simulator` executable (built next to the benchmark) as its own process, like nghttpd: a fresh
+/// service account and CA in a temporary directory, records bounded.
+struct FCMSimulatorProcess {
+    let process: Process
+    let directory: String
+    let port: Int
+    let adminPort: Int
+    let project = "callpush-bench"
+    var caPath: String { "\(directory)/ca.pem" }
+    var serviceAccountPath: String { "\(directory)/service-account.json" }
+
+    static func start(threads: Int) async throws -> FCMSimulatorProcess {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("fcm-simulator").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw SimulatorPeers.PeerError(description: "fcm-simulator is not built next to callpush-bench (swift build -c release)")
+        }
+        let directory = try SimulatorPeers.temporaryDirectory("fcm-sim")
+        let outputPath = "\(directory)/simulator.out"
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = [
+            "--port", "0", "--admin-port", "0", "--project", "callpush-bench", "--max-recorded", "10000", "--threads", String(threads),
+            "--write-ca", "\(directory)/ca.pem", "--write-service-account", "\(directory)/service-account.json", "--log-level", "warning",
+        ]
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<3000 {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first(where: { $0.contains("fcm-simulator ready") }) {
+                let words = line.split(separator: " ")
+                func portNumber(after prefix: String) -> Int? {
+                    guard let word = words.first(where: { $0.hasPrefix(prefix) }), let last = word.split(separator: ":").last else { return nil }
+                    return Int(last.prefix { $0.isNumber })
+                }
+                guard let mainPort = portNumber(after: "https://"), let admin = portNumber(after: "http://") else { break }
+                return FCMSimulatorProcess(process: process, directory: directory, port: mainPort, adminPort: admin)
+            }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        process.terminate()
+        throw SimulatorPeers.PeerError(description: "fcm-simulator did not get ready: \((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "")")
+    }
+
+    /// An access token from the admin API (`POST /admin/access-tokens`), for h2load.
+    func accessToken() async throws -> String {
+        let output = try await SimulatorPeers.run(
+            try SimulatorPeers.which("curl"), ["-s", "-X", "POST", "http://127.0.0.1:\(adminPort)/admin/access-tokens"], timeout: 10)
+        guard let json = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any],
+            let token = json["access_token"] as? String
+        else { throw SimulatorPeers.PeerError(description: "no access token from the admin API: \(output.stdout)") }
+        return token
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

@@ -1,0 +1,258 @@
+import AsyncHTTPClient
+import Foundation
+import Locking
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The FCM HTTP v1 client: high-priority data messages to Android devices over HTTP/2 (AsyncHTTPClient),
+/// OAuth2 access tokens per service account, typed outcomes.
+///
+/// Use it directly (``send(_:)`` / ``shutdown()``) or run it in a `ServiceGroup`: on graceful shutdown it
+/// stops taking messages, lets in-flight ones finish (bounded by `shutdownDrainTimeout`), then closes.
+public final class FCMClient: Service, Sendable {
+    struct AppEntry: Sendable {
+        let sendURL: String
+        let tokens: FCMAccessTokenProvider
+    }
+
+    private struct Lifecycle {
+        var accepting = true
+        var inFlight = 0
+        var perSlot: [Int]
+        var drainWaiter: CheckedContinuation<Void, Never>?
+        var shutDown = false
+    }
+
+    /// The largest answer body read (FCM's are a few hundred bytes).
+    static let maximumAnswerBody = 64 * 1024
+
+    /// The configuration in use.
+    public let configuration: FCMClientConfiguration
+    private let apps: [FCMAppID: AppEntry]
+    private let providers: [FCMAccessTokenProvider]
+    private let slots: [HTTPClient]
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let lifecycle: Locked<Lifecycle>
+
+    /// Creates a client. No I/O happens until the first send (tokens and connections are obtained lazily).
+    ///
+    /// - Parameters:
+    ///   - apps: app name → service account. Apps with the same service account share its access token.
+    ///   - eventLoopGroup: defaults to NIO's shared singleton group.
+    ///   - wallClock: the time put in JWT grants (`iat`/`exp`; injectable for tests).
+    /// - Throws: ``FCMCredentialError`` naming the bad setting.
+    public init(
+        configuration: FCMClientConfiguration,
+        apps: [FCMAppID: FCMApp],
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "callpush.fcm"),
+        wallClock: @escaping @Sendable () -> Date = { Date() }
+    ) throws(FCMCredentialError) {
+        try configuration.validate()
+        guard !apps.isEmpty else { throw FCMCredentialError(.invalidConfiguration, "no FCM apps configured") }
+        let httpConfiguration = try configuration.makeHTTPConfiguration()
+        self.configuration = configuration
+        self.group = eventLoopGroup
+        self.logger = logger
+        let slots = (0..<configuration.connections).map { _ in
+            HTTPClient(eventLoopGroup: eventLoopGroup, configuration: httpConfiguration, backgroundActivityLogger: logger)
+        }
+        self.slots = slots
+        self.lifecycle = Locked(Lifecycle(perSlot: Array(repeating: 0, count: slots.count)))
+        let policy = FCMAccessTokenPolicy(
+            minimumForcedRenewalInterval: configuration.minimumForcedTokenRenewalInterval,
+            initialFailureBackoff: configuration.tokenFailureBackoff,
+            maximumFailureBackoff: configuration.tokenFailureMaximumBackoff)
+        var providers: [String: FCMAccessTokenProvider] = [:]
+        var entries: [FCMAppID: AppEntry] = [:]
+        for (appID, app) in apps.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let account = app.serviceAccount
+            let provider = providers[account.identity] ?? FCMAccessTokenProvider(
+                account: account, exchange: FCMTokenExchange(http: slots[0]), policy: policy,
+                requestTimeout: configuration.tokenRequestTimeout, group: eventLoopGroup, logger: logger, wallClock: wallClock)
+            providers[account.identity] = provider
+            entries[appID] = AppEntry(sendURL: configuration.sendURL(project: account.projectID), tokens: provider)
+        }
+        self.apps = entries
+        self.providers = Array(providers.values)
+    }
+
+    /// Sends one message and returns its one outcome. Never throws, never waits past the message's deadline or
+    /// its timeout (default `requestTimeout`); renews the access token and retries once on a 401 within that time.
+    public func send(_ message: FCMMessage) async -> FCMOutcome {
+        let start = ContinuousClock.now
+        func failure(_ error: FCMError, attempts: Int) -> FCMOutcome {
+            FCMOutcome(error: error, latency: ContinuousClock.now - start, attempts: attempts)
+        }
+        guard let app = apps[message.app] else {
+            return failure(FCMError(.unknownApp, "no service account configured for app \(message.app)"), attempts: 0)
+        }
+        let now = Date()
+        do throws(FCMError) {
+            try message.validate(now: now)
+        } catch {
+            return failure(error, attempts: 0)
+        }
+        let slot: Int
+        switch beginSend() {
+        case .success(let index): slot = index
+        case .failure(let error): return failure(error, attempts: 0)
+        }
+        defer { endSend(slot: slot) }
+
+        let timeout = message.timeout ?? configuration.requestTimeout
+        let untilDeadline = Duration.milliseconds(Int64(message.deadline.timeIntervalSince(now) * 1000))
+        let deadline = NIODeadline.now() + TimeAmount(min(timeout, untilDeadline))
+        var attempts = 0
+        var renewed = false
+        while true {
+            let token: FCMAccessToken
+            switch await app.tokens.token(deadline: deadline) {
+            case .success(let value): token = value
+            case .failure(let error): return failure(error, attempts: attempts)
+            }
+            // The TTL is the time left now, not when the send began (a token wait or a renewal took some of it).
+            guard let ttl = FCMMessage.ttl(until: message.deadline) else {
+                return failure(FCMError(.deadlinePassed, "the message's deadline passed while waiting; not sent"), attempts: attempts)
+            }
+            var request = HTTPClientRequest(url: app.sendURL)
+            request.method = .POST
+            request.headers.add(name: "authorization", value: token.authorization)
+            request.headers.add(name: "content-type", value: "application/json; charset=utf-8")
+            request.body = .bytes(Self.encode(message, ttl: ttl))
+            attempts += 1
+            let status: Int
+            let body: ByteBuffer
+            let retryAfterHeader: String?
+            do {
+                let response = try await slots[slot].execute(request, deadline: deadline)
+                status = Int(response.status.code)
+                retryAfterHeader = response.headers.first(name: "retry-after")
+                body = try await response.body.collect(upTo: Self.maximumAnswerBody)
+            } catch {
+                return failure(FCMTransportError.classify(error), attempts: attempts)
+            }
+            if (200..<300).contains(status) {
+                let name = (try? JSONDecoder().decode(SendAnswer.self, from: Data(body.readableBytesView)))?.name
+                return FCMOutcome(
+                    status: status, errorCode: nil, rpcStatus: nil, errorMessage: nil, tokenViolation: false,
+                    messageName: name, retryAfter: nil, latency: ContinuousClock.now - start, attempts: attempts)
+            }
+            let answer = FCMErrorBody(body.readableBytesView)
+            if status == 401, answer?.errorCode != .thirdPartyAuthError, !renewed, NIODeadline.now() < deadline,
+                app.tokens.reportRejected(generation: token.generation)
+            {
+                renewed = true
+                continue
+            }
+            let outcome = FCMOutcome(
+                status: status, errorCode: answer?.errorCode, rpcStatus: answer?.rpcStatus, errorMessage: answer?.message,
+                tokenViolation: answer?.tokenViolation ?? false, messageName: nil,
+                retryAfter: RetryAfter.parse(retryAfterHeader), latency: ContinuousClock.now - start, attempts: attempts)
+            logger.debug(
+                "FCM refused a message",
+                metadata: ["fcm.status": "\(status)", "fcm.code": "\(outcome.code)",
+                           "fcm.token": "\(FCMRegistrationToken.redacted(message.token))"])
+            return outcome
+        }
+    }
+
+    /// Stops taking messages, waits for in-flight ones (at most `shutdownDrainTimeout`), closes all connections.
+    /// Idempotent.
+    public func shutdown() async {
+        lifecycle.withLock { $0.accepting = false }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = lifecycle.withLock { state -> Bool in
+                if state.inFlight == 0 || state.drainWaiter != nil { return true }
+                state.drainWaiter = continuation
+                return false
+            }
+            if resumeNow {
+                continuation.resume()
+                return
+            }
+            group.any().scheduleTask(in: TimeAmount(configuration.shutdownDrainTimeout)) { [self] in
+                let waiter = self.lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
+                    defer { state.drainWaiter = nil }
+                    return state.drainWaiter
+                }
+                waiter?.resume()
+            }
+        }
+        let first = lifecycle.withLock { state -> Bool in
+            defer { state.shutDown = true }
+            return !state.shutDown
+        }
+        guard first else { return }
+        for provider in providers { provider.shutdown() }
+        for slot in slots { try? await slot.shutdown() }
+        logger.info("FCM client stopped")
+    }
+
+    /// `Service`: runs until graceful shutdown (or cancellation), then ``shutdown()``.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Token requests made so far, over all service accounts (tests: no renewal storm).
+    public var tokenRequests: Int { providers.reduce(0) { $0 + $1.tokenRequests } }
+
+    // MARK: - Internals
+
+    private struct SendAnswer: Decodable {
+        var name: String?
+    }
+
+    private struct Body: Encodable {
+        struct Message: Encodable {
+            var token: String
+            var data: [String: String]
+            var android: Android
+        }
+        struct Android: Encodable {
+            var priority = "HIGH"
+            var ttl: String
+            var collapse_key: String
+            var direct_boot_ok = true
+        }
+        var message: Message
+    }
+
+    static func encode(_ message: FCMMessage, ttl: String) -> ByteBuffer {
+        let body = Body(message: .init(
+            token: message.token, data: message.data, android: .init(ttl: ttl, collapse_key: message.collapseKey)))
+        // Encoding [String: String] and plain strings cannot fail.
+        let data = (try? JSONEncoder().encode(body)) ?? Data()
+        return ByteBuffer(bytes: data)
+    }
+
+    /// Takes an in-flight slot on the least-loaded connection, or refuses (shutting down, too many in flight).
+    private func beginSend() -> Result<Int, FCMError> {
+        lifecycle.withLock { state in
+            guard state.accepting else { return .failure(FCMError(.shuttingDown, "the FCM client is shutting down")) }
+            guard state.inFlight < configuration.maxPendingRequests else {
+                return .failure(FCMError(.queueFull, "\(state.inFlight) sends already in flight"))
+            }
+            state.inFlight += 1
+            var best = 0
+            for index in state.perSlot.indices where state.perSlot[index] < state.perSlot[best] { best = index }
+            state.perSlot[best] += 1
+            return .success(best)
+        }
+    }
+
+    private func endSend(slot: Int) {
+        let waiter = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.inFlight -= 1
+            state.perSlot[slot] -= 1
+            guard !state.accepting, state.inFlight == 0 else { return nil }
+            defer { state.drainWaiter = nil }
+            return state.drainWaiter
+        }
+        waiter?.resume()
+    }
+}

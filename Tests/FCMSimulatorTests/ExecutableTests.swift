@@ -1,0 +1,51 @@
+import CallpushTestSupport
+import Foundation
+import Testing
+
+@Suite("fcm-simulator executable")
+struct ExecutableTests {
+    static func binary() throws -> String {
+        let path = ChildProcess.productsDirectory.appendingPathComponent("fcm-simulator").path
+        try #require(FileManager.default.isExecutableFile(atPath: path), "fcm-simulator not built next to the tests (\(path)); run `swift build` first")
+        return path
+    }
+
+    @Test("bad flags exit non-zero with a clear message and no stack trace", arguments: [
+        ["--port", "http"], ["--no-such-flag"], ["--error-rate", "UNAVAILABLE"], ["--latency-ms", "fast"],
+        ["--token-lifetime", "0"], ["--service-account", "/nonexistent.json"],
+    ])
+    func badFlags(_ arguments: [String]) async throws {
+        let output = try await ChildProcess.run(try Self.binary(), arguments, timeout: .seconds(20))
+        #expect(output.status != 0)
+        #expect(output.stderr.contains("Error"), "stderr: \(output.stderr)")
+        #expect(!output.stderr.contains("Fatal error"))
+    }
+
+    @Test("prints a ready line, writes the CA and the service account (0600), and exits 0 on SIGTERM")
+    func runsAndStops() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fcm-sim-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let caPath = directory.appendingPathComponent("ca.pem").path
+        let accountPath = directory.appendingPathComponent("sa.json").path
+        let process = try ServerProcess(try Self.binary(), [
+            "--port", "0", "--admin-port", "0", "--write-ca", caPath, "--write-service-account", accountPath, "--project", "exe-test",
+            "--log-level", "warning",
+        ])
+        var readyLine: String?
+        _ = await process.wait(upTo: .seconds(30), every: .milliseconds(50)) {
+            readyLine = process.stdout.split(separator: "\n").first { $0.contains("fcm-simulator ready") }.map(String.init)
+            return readyLine != nil
+        }
+        let ready = try #require(readyLine, "the ready line; stderr:\n\(process.stderrTail())")
+        #expect(ready.contains("https://127.0.0.1:"))
+        #expect(try String(contentsOfFile: caPath, encoding: .utf8).contains("BEGIN CERTIFICATE"))
+        let account = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: accountPath))) as? [String: Any])
+        #expect(account["project_id"] as? String == "exe-test")
+        #expect((account["token_uri"] as? String).map { ready.contains($0) } == true)
+        let permissions = try FileManager.default.attributesOfItem(atPath: accountPath)[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
+        process.signal(SIGTERM)
+        #expect(await process.exitStatus(within: .seconds(20)) == 0)
+    }
+}
