@@ -45,27 +45,40 @@ import Testing
         files.reloadInterval = .milliseconds(100)
         configuration.tls = files
         try await APIHarness.with(configuration) { h in
-            let trustsFirst = try Self.client(trusting: first)
-            let callId = CallID.make()
-            #expect(try await Self.status(trustsFirst, "https://127.0.0.1:\(h.port)/healthz") == 200)
-            var ring = HTTPClientRequest(url: "https://127.0.0.1:\(h.port)/v1/calls")
-            ring.method = .POST
-            ring.headers.add(name: "Authorization", value: "Bearer \(testKey)")
-            ring.body = .bytes(ByteBuffer(data: json(ringBody(callId: callId))))
-            #expect(try await trustsFirst.execute(ring, timeout: .seconds(10)).status.code == 202)
+            try await Self.withClient(trusting: first) { trustsFirst in
+                let callId = CallID.make()
+                #expect(try await Self.status(trustsFirst, "https://127.0.0.1:\(h.port)/healthz") == 200)
+                var ring = HTTPClientRequest(url: "https://127.0.0.1:\(h.port)/v1/calls")
+                ring.method = .POST
+                ring.headers.add(name: "Authorization", value: "Bearer \(testKey)")
+                ring.body = .bytes(ByteBuffer(data: json(ringBody(callId: callId))))
+                #expect(try await trustsFirst.execute(ring, timeout: .seconds(10)).status.code == 202)
 
-            let second = try Self.writeIdentity(to: directory)
-            let trustsSecond = try Self.client(trusting: second)
-            var reloaded = false
-            for _ in 0..<100 where !reloaded {
-                reloaded = (try? await Self.status(trustsSecond, "https://127.0.0.1:\(h.port)/healthz")) == 200
-                if !reloaded { try await Task.sleep(for: .milliseconds(100)) }
+                let second = try Self.writeIdentity(to: directory)
+                try await Self.withClient(trusting: second) { trustsSecond in
+                    var reloaded = false
+                    for _ in 0..<100 where !reloaded {
+                        reloaded = (try? await Self.status(trustsSecond, "https://127.0.0.1:\(h.port)/healthz")) == 200
+                        if !reloaded { try await Task.sleep(for: .milliseconds(100)) }
+                    }
+                    #expect(reloaded, "new connections get the renewed certificate without a restart")
+                    await #expect(throws: (any Error).self) { try await Self.status(trustsFirst, "https://127.0.0.1:\(h.port)/healthz") }
+                }
             }
-            #expect(reloaded, "new connections get the renewed certificate without a restart")
-            await #expect(throws: (any Error).self) { try await Self.status(trustsFirst, "https://127.0.0.1:\(h.port)/healthz") }
-            try await trustsFirst.shutdown()
-            try await trustsSecond.shutdown()
         }
+    }
+
+    /// Runs `body` with a client trusting `identity`'s CA and shuts the client down however `body`
+    /// ends (AsyncHTTPClient traps when a client is released without a shutdown).
+    static func withClient(trusting identity: GeneratedTLSIdentity, _ body: (HTTPClient) async throws -> Void) async throws {
+        let client = try client(trusting: identity)
+        do {
+            try await body(client)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
     }
 
     @Test func aCertificateThatDoesNotLoadStopsTheStartNamingTheSetting() throws {
