@@ -73,9 +73,11 @@ public struct StatusHistoryReader: Sendable {
         reader.initialChunk = initialChunk
         reader.maxChunk = maxChunk
         // A status partition without a leader (a broker failing over while partitions move) is waited
-        // for up to the whole bound: giving it up leaves the partition's dedupe state empty, and the
-        // new owner pushes every redelivered event again.
-        reader.lookupTimeout = timeout
+        // for up to two thirds of the bound: giving it up at once leaves the partition's dedupe state
+        // empty, and the new owner pushes every redelivered event again. The last third is left for
+        // reading: the other partitions are read only once every look-up has ended, and waiting the
+        // whole bound for one leader left them all partial.
+        reader.lookupTimeout = timeout * 2 / 3
 
         var read = 0
         var remembered = 0

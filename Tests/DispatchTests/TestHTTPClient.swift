@@ -49,19 +49,31 @@ enum TestHTTPClient {
                 head.headers.add(name: "Connection", value: "close")
                 if let body { head.headers.add(name: "Content-Length", value: String(body.count)) }
                 for (name, value) in headers { head.headers.replaceOrAdd(name: name, value: value) }
-                try await outbound.write(.head(head))
-                if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-                try await outbound.write(.end(nil))
-                var answer = HTTPAnswer(status: 0, headers: [:], body: Data())
-                for try await part in inbound {
-                    switch part {
-                    case .head(let response):
-                        answer.status = Int(response.status.code)
-                        for header in response.headers { answer.headers[header.name.lowercased()] = header.value }
-                    case .body(let buffer): answer.body.append(contentsOf: buffer.readableBytesView)
-                    case .end: return answer
-                    }
+                // A server may answer before it reads the body (401, 413, 429 with `Connection:
+                // close`) and close; like curl, the client then reads the answer it was sent.
+                var writeError: (any Error)?
+                do {
+                    try await outbound.write(.head(head))
+                    if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+                    try await outbound.write(.end(nil))
+                } catch {
+                    writeError = error
                 }
+                var answer = HTTPAnswer(status: 0, headers: [:], body: Data())
+                do {
+                    for try await part in inbound {
+                        switch part {
+                        case .head(let response):
+                            answer.status = Int(response.status.code)
+                            for header in response.headers { answer.headers[header.name.lowercased()] = header.value }
+                        case .body(let buffer): answer.body.append(contentsOf: buffer.readableBytesView)
+                        case .end: return answer
+                        }
+                    }
+                } catch {
+                    throw writeError ?? error
+                }
+                if let writeError, answer.status == 0 { throw writeError }
                 return answer
             }
         } onCancel: {

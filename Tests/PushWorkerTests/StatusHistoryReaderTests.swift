@@ -85,7 +85,7 @@ import Testing
         try cluster.setPartitionLeader(topic: Self.topic, partition: 1, broker: -1)
 
         let reader = StatusHistoryReader(kafka: kafka, statusTopic: Self.topic, window: .seconds(600),
-                                         timeout: TestTiming.scaled(.seconds(10)), logger: WorkerTestbed.quietLogger)
+                                         timeout: TestTiming.scaled(.seconds(12)), logger: WorkerTestbed.quietLogger)
         var handled: [(Int32, DeliveryKey, Date)] = []
         var cancels: [(Int32, String, Date)] = []
         let now = Date()
