@@ -118,8 +118,9 @@ struct ValidationTests {
             #expect(first.status == 200)
             let start = ContinuousClock.now
             await harness.simulator.stop()
-            // The client keeps its connection open: stop() must end it itself (GOAWAY, then close), not wait for it.
-            #expect(ContinuousClock.now - start < .seconds(5), "stop() took \(ContinuousClock.now - start)")
+            // The client keeps its connection open (AsyncHTTPClient closes an idle one after 60 s): stop()
+            // must end it itself (GOAWAY, then close), not wait for it. The bound is far from both.
+            #expect(ContinuousClock.now - start < .seconds(30), "stop() took \(ContinuousClock.now - start)")
         }
     }
 
