@@ -63,7 +63,9 @@ import Testing
             #expect(refused.status == 503, "\(refused.text)")
             #expect(refused.headers["retry-after"] == "1")
             #expect(refused.contentType == "application/problem+json")
-            #expect(elapsed < .milliseconds(1_500) + .seconds(2), "answered within the configured bound (took \(elapsed))")
+            // Bounded by the publish timeout (the brokers stay down: an unbounded publish would wait
+            // for ever); the slack is for a loaded machine.
+            #expect(elapsed < .milliseconds(1_500) + .seconds(8), "answered within the configured bound (took \(elapsed))")
             #expect(try await eventually(seconds: 15) { try await bed.get("/readyz").status == 503 },
                     "/readyz says Kafka is not reachable, so a load balancer stops sending rings here")
 

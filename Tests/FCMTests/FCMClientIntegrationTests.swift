@@ -11,6 +11,7 @@ struct FCMClientIntegrationTests {
             let message = FCMTestFixture.message(seconds: 20)
             let before = Date()
             let outcome = await client.send(message)
+            let after = Date()
             #expect(outcome.disposition == .sent, "\(outcome) \(outcome.error?.message ?? outcome.errorMessage ?? "")")
             #expect(outcome.status == 200)
             #expect(outcome.attempts == 1)
@@ -29,8 +30,11 @@ struct FCMClientIntegrationTests {
             #expect(android.directBootOk == true)
             let ttlText = try #require(android.ttl)
             let ttl = try #require(Double(ttlText.dropLast()))
+            // The TTL is the time left when the message was built: between what was left before the
+            // send and after its answer (FCM's TTL has whole or fractional seconds; allow one for rounding).
             let left = message.deadline.timeIntervalSince(before)
-            #expect(ttl <= left && ttl > left - 2, "ttl \(ttlText) for \(left) s left")
+            let leftAfter = message.deadline.timeIntervalSince(after)
+            #expect(ttl <= left && ttl >= leftAfter - 1, "ttl \(ttlText) for \(leftAfter)–\(left) s left")
         }
     }
 
@@ -78,6 +82,7 @@ struct FCMClientIntegrationTests {
             var delay = Duration.milliseconds(20)
             while Date() < message.deadline {
                 let outcome = await client.send(message)
+            let after = Date()
                 outcomes.append(outcome)
                 guard outcome.disposition == .retry else { break }
                 try await Task.sleep(for: outcome.retryAfter ?? delay)
@@ -204,6 +209,7 @@ struct FCMClientIntegrationTests {
             var message = FCMTestFixture.message()
             message.timeout = .milliseconds(500)
             let outcome = await client.send(message)
+            let after = Date()
             #expect(outcome.error?.code == .timeout)
             #expect(outcome.disposition == .retry)
             #expect(outcome.latency < .seconds(2), "well under the server's 3 s delay")

@@ -112,8 +112,10 @@ struct HistoryReaderTests {
             try cluster.createTopic(topic, partitions: 2)
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
                 _ = try await producer.send(Self.records(topic, 0..<5, partition: 0)).map { try $0.get() }
+                // The new message is written once the history has been handed over, however long that takes.
+                let (historyRead, historyReadSignal) = AsyncStream.makeStream(of: Void.self)
                 let later = Task {
-                    try await Task.sleep(for: .milliseconds(500))
+                    for await _ in historyRead { break }
                     _ = try await producer.send(Self.records(topic, 5..<6, partition: 1)).map { try $0.get() }
                 }
                 let ids = Locked<[Int]>([])
@@ -121,6 +123,7 @@ struct HistoryReaderTests {
                     await reader.read(topic: topic, partitions: [0, 1], since: Date().addingTimeInterval(-600),
                                       order: .oldestFirst, follow: true) { message in
                         ids.withLock { $0.append(message.id ?? -1) }
+                        if message.id == 4 { historyReadSignal.yield() }
                         return message.id != 5
                     }
                 }
