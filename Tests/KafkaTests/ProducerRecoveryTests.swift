@@ -146,7 +146,7 @@ struct BoundedSendTests {
                 #expect(error?.code == .timeout)
                 #expect(error?.persistenceStatus == .possiblyPersisted)
                 #expect(error?.disposition == .retriable)
-                #expect(ContinuousClock.now - started < .seconds(5), "returned at the bound, not with the broker")
+                #expect(ContinuousClock.now - started < .seconds(9), "returned at the bound, not with the broker (its answer takes 10 s)")
 
                 // The record is still librdkafka's: it is delivered once the broker answers.
                 try cluster.setBrokerRoundTripTime(1, .zero)
