@@ -25,15 +25,8 @@ import DispatchService
 
     /// Runs the check on a copy of deploy/ with `edits` (file → replacements) applied.
     func checkEdited(_ edits: [String: [(String, String)]]) async throws -> ChildProcess.Output {
-        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("deploy-\(UUID().uuidString)")
-        try FileManager.default.copyItem(at: ChildProcess.repositoryRoot.appendingPathComponent("deploy"), to: copy)
+        let copy = try DeployDocuments.editedCopy(of: ChildProcess.repositoryRoot.appendingPathComponent("deploy"), edits)
         defer { try? FileManager.default.removeItem(at: copy) }
-        for (file, replacements) in edits {
-            let url = copy.appendingPathComponent(file)
-            var text = try String(contentsOf: url, encoding: .utf8)
-            for (old, new) in replacements { text = text.replacingOccurrences(of: old, with: new) }
-            try text.write(to: url, atomically: true, encoding: .utf8)
-        }
         return try await check(deploy: copy.path)
     }
 
