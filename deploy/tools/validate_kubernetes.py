@@ -9,10 +9,11 @@
 - KEDA (ScaledObject, TriggerAuthentication): the models that cloudcoil-models-keda (PyPI)
   generates from KEDA's CRDs, turned into a JSON schema that refuses unknown fields, as the
   API server does for a structural CRD.
-- Strimzi KafkaTopic: no package on PyPI ships Strimzi's CRDs, so no CRD schema is used; the
-  fields callpush sets are checked against Strimzi's documented kafka.strimzi.io/v1beta2
-  KafkaTopic spec (partitions, replicas, config, topicName; nothing else) and the
-  strimzi.io/cluster label. The deploy run (Tests/CallpushCLITests/DeployRunTests.swift)
+- Strimzi KafkaTopic: no package on PyPI ships Strimzi's CRDs, so the CRD itself is not used; the
+  schema below carries the spec of its kafka.strimzi.io/v1beta2 version as Strimzi's CRD
+  (packaging/install/cluster-operator/043-Crd-kafkatopic.yaml) defines it: partitions (>= 1),
+  replicas (1-32767), config (an object), topicName (a string; here also Kafka's name rule),
+  nothing else; plus the strimzi.io/cluster label the Topic Operator selects on. The deploy run (Tests/CallpushCLITests/DeployRunTests.swift)
   compares the topics with what `callpush topics create` would make.
 - Kustomization is not an API object (kustomize reads it); check_deploy.py checks its resources.
 Any other kind fails: a new kind needs a schema here first.
