@@ -5,7 +5,7 @@ import Testing
 /// deploy/ runs as written: the compose file and the Kubernetes manifests start the built programs
 /// with their commands, environment, files, users and mounts (DeployRun says how little is mapped
 /// to run them on one machine), a call rings through dispatch to the simulator, and every program
-/// stops within its grace period. Drift between the files and the programs fails the run: the
+/// stops within its grace period (the pods while a call is in flight, which must still end `sent`). Drift between the files and the programs fails the run: the
 /// mutations below each break one thing in a copy of deploy/.
 ///
 /// Needs root (mount namespaces, chroot, other users), as CI and the development machines have;

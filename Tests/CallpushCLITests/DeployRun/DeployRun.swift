@@ -127,6 +127,16 @@ final class DeployRun: @unchecked Sendable {
         }
     }
 
+    /// Checks `condition` every 250 ms up to `bound`; whether it held.
+    func wait(upTo bound: Duration, until condition: () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + bound
+        while ContinuousClock.now < deadline {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        return false
+    }
+
     /// GETs `url` until it answers 200 (every 250 ms, up to `bound`), failing early when a container
     /// exits; the last answer goes into the failure.
     func waitForOK(_ url: String, what: String, bound: Duration = .seconds(90)) async throws {
@@ -145,11 +155,15 @@ final class DeployRun: @unchecked Sendable {
         throw DeployRunFailure("\(what): GET \(url) did not answer 200 (last: \(last))")
     }
 
-    /// One GET with a short bound; nil when nothing answers.
-    static func get(_ url: String, timeout: TimeInterval = 3) async -> (status: Int, body: String)? {
+    /// One GET (or another method with `body`) with a short bound; nil when nothing answers.
+    static func get(_ url: String, method: String = "GET", body: String? = nil, timeout: TimeInterval = 3) async -> (status: Int, body: String)? {
         guard let url = URL(string: url) else { return nil }
         var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.httpMethod = "GET"
+        request.httpMethod = method
+        if let body {
+            request.httpBody = Data(body.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
         let configuration = URLSessionConfiguration.ephemeral
         configuration.connectionProxyDictionary = [:]
         let session = URLSession(configuration: configuration)

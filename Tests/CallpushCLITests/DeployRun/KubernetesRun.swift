@@ -79,8 +79,44 @@ struct KubernetesRun {
 
         try await ring(pods: pods, services: all("Service"), apps: appNames(all("ConfigMap")), apiKeyFile: generated.apiKeyFile, simulator: simulatorAddress)
         try await scrape(pods)
+        let inFlight = try await ringSlowly(pods: pods, apps: appNames(all("ConfigMap")), apiKeyFile: generated.apiKeyFile, simulator: simulatorAddress)
         try await run.stopAll(atOnce: true)
+        try await expectSent(inFlight, after: "every pod got SIGTERM")
         try run.checkLogs()
+    }
+
+    /// Apple answers slowly (4 s, under the worker's 5 s APNs timeout and drain bound); one call
+    /// is rung and left in flight: the simulator holds its push, unanswered. Returns its call id.
+    func ringSlowly(pods: [Pod], apps: [String], apiKeyFile: String, simulator: String) async throws -> String {
+        let faults = #"{"latency": {"shape": "fixed", "minimumMilliseconds": 4000, "maximumMilliseconds": 4000}}"#
+        guard let answer = await DeployRun.get("http://\(simulator):2198/admin/faults", method: "PUT", body: faults), answer.status == 200 else {
+            throw DeployRunFailure("the APNs simulator refused the latency fault")
+        }
+        let dispatch = try pods.first { $0.container.target == "dispatch" }.orThrow("no dispatch pod")
+        let port = try dispatch.containerPorts["http"].orThrow("dispatch has no containerPort named http")
+        let callID = UUID().uuidString.lowercased(), token = DeployRun.randomHex(32)
+        let sent = try await ChildProcess.run(ChildProcess.productsDirectory.appendingPathComponent("callpush").path,
+                                              ["send", "--url", "http://\(dispatch.container.address):\(port)", "--api-key-file", apiKeyFile,
+                                               "--app", apps[0], "--environment", "production", "--token", token, "--call-id", callID],
+                                              environment: ["PATH": DockerfileFacts.basePath], timeout: .seconds(30))
+        guard sent.status == 0 else { throw DeployRunFailure("the slow call was not accepted: \(sent.stdout) \(sent.stderr)") }
+        let held = await run.wait(upTo: .seconds(30)) {
+            await DeployRun.get("http://\(simulator):2198/admin/pushes?token=\(token)")?.body.contains(token) == true
+        }
+        guard held else { throw DeployRunFailure("the slow call's push did not reach the simulator\n\(run.logTails())") }
+        return callID
+    }
+
+    /// The call's status history (read from the status topic after the pods are gone) ends `sent`.
+    func expectSent(_ callID: String, after what: String) async throws {
+        let cluster = try run.cluster.orThrow("no cluster")
+        let status = try await ChildProcess.run(ChildProcess.productsDirectory.appendingPathComponent("callpush").path,
+                                                ["status", callID, "--json", "--bootstrap", cluster.bootstrapServers],
+                                                environment: ["PATH": DockerfileFacts.basePath], timeout: .seconds(60))
+        guard status.status == 0, status.stdout.contains("\"state\":\"sent\"") else {
+            throw DeployRunFailure("a call in flight when \(what) did not end `sent` (status \(status.status)): \(status.stdout.suffix(600)) \(status.stderr.suffix(300))\n\(run.logTails())")
+        }
+        run.note("kubernetes: a call whose push Apple held for 4 s when \(what) ended `sent`: the worker drained it and wrote its outcome before exiting")
     }
 
     func appNames(_ configMaps: [DeployValue]) throws -> [String] {
