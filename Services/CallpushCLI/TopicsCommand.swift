@@ -21,7 +21,8 @@ struct TopicsCreateCommand: AsyncParsableCommand {
             Requests and status get --partitions and --retention; the DLQ gets --dlq-partitions and \
             the longer --dlq-retention. min.insync.replicas is 2 when the replication factor is 3 or \
             more, else 1. Refuses (creating nothing) when requests and status would have different \
-            partition counts, or an existing one has another count than asked.
+            partition counts, or an existing one has another count than asked. With --dry-run, prints \
+            what it would create (partitions, replication and every topic config) and creates nothing.
             """
     )
 
@@ -44,6 +45,9 @@ struct TopicsCreateCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("config"), help: ArgumentHelp("An extra topic config key=value for all three, repeatable.", valueName: "key=value"))
     var configs: [String] = []
+
+    @Flag(help: "Print the topics that would be created, with their configs, and create nothing.")
+    var dryRun = false
 
     func validate() throws {
         guard (1...10_000).contains(partitions) else { throw ValidationError("--partitions must be between 1 and 10000") }
@@ -94,6 +98,13 @@ struct TopicsCreateCommand: AsyncParsableCommand {
             throw CLIError("topic-layout", plan.problems.joined(separator: "; ") + " — nothing was created")
         }
         for topic in plan.existing { output.line("exists   \(topic.name)  partitions=\(topic.partitions)  replication=\(topic.replicationFactor)") }
+        if dryRun {
+            for topic in plan.create {
+                let configs = topic.configs.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+                output.line("would create  \(topic.name)  partitions=\(topic.partitions)  replication=\(topic.replicationFactor)  configs=\(configs)")
+            }
+            return
+        }
         guard !plan.create.isEmpty else { return }
         let admin: KafkaAdminClient
         do {

@@ -221,6 +221,21 @@ extension APNsIntegration {
             }
         }
 
+        /// TCP_NODELAY is an option of the TCP level. Given as a socket-level option, its number (1) is
+        /// SO_DEBUG, which a process without CAP_NET_ADMIN may not set: every connect failed with EACCES
+        /// in the images, which run as uid 10001 (found by running deploy/ as written), while it
+        /// passed as root and left Nagle's algorithm on.
+        @Test func aConnectionSetsTCPNoDelayAndNotSODebug() async throws {
+            try await SimulatorFixture.run(simulator: { $0.allowUnauthenticated = true }) { fixture in
+                let (connection, _) = try await Self.connect(fixture)
+                let noDelay = try await connection.channel.getOption(.tcpOption(.tcp_nodelay)).get()
+                let debug = try await connection.channel.getOption(.socket(SocketOptionLevel(SOL_SOCKET), SO_DEBUG)).get()
+                #expect(noDelay != 0)
+                #expect(debug == 0)
+                try await connection.close().get()
+            }
+        }
+
         /// One connection to the fixture's simulator, outside any pool.
         static func connect(_ fixture: SimulatorFixture) async throws -> (APNSConnection, Int) {
             let configuration = fixture.client.configuration

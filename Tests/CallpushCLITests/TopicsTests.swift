@@ -69,6 +69,25 @@ import Testing
         await bed.stop()
     }
 
+    /// --dry-run names what is missing with every config it would set, and creates nothing (on
+    /// the mock cluster a real create fails, so "nothing" shows as the topic still missing).
+    @Test func dryRunPrintsTheMissingTopicsWithTheirConfigsAndCreatesNothing() async throws {
+        let bed = try CLITestbed.start(partitions: 2)
+        let missing = "dlq-missing-\(UUID().uuidString.prefix(6))"
+        let output = CapturedOutput()
+        try await parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2", "--replication-factor", "1",
+                                                   "--dlq-partitions", "4", "--dlq-retention", "10d", "--config", "cleanup.policy=delete",
+                                                   "--dry-run"] + bed.flags + ["--topic-dlq", missing])
+            .execute(environment: [:], output: output.output)
+        #expect(output.out.filter { $0.hasPrefix("exists") }.count == 2, "\(output.out)")
+        #expect(output.out.contains("would create  \(missing)  partitions=4  replication=1  "
+                                    + "configs=cleanup.policy=delete,min.insync.replicas=1,retention.ms=864000000"), "\(output.out)")
+        let cluster = try await parse(TopicsDescribeCommand.self, ["topics", "describe"] + bed.flags).kafka
+            .resolve(environment: [:], clientID: "t").describeCluster(logger: CLITestbed.logger)
+        #expect(cluster.topics[missing] == nil)
+        await bed.stop()
+    }
+
     @Test func describeShowsTheTopicsAndFailsWhenOneIsMissing() async throws {
         let bed = try CLITestbed.start(partitions: 2)
         let output = CapturedOutput()

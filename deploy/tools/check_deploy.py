@@ -16,7 +16,9 @@ Checked references:
   reach the ports the programs listen on;
 - files: paths in *_FILE / CALLPUSH_APPS_FILE / CALLPUSH_APNS_CA_FILE / file: values lie under a
   mounted volume; volumes name ConfigMaps / Secrets defined here;
-- shutdown: terminationGracePeriodSeconds exceeds the drain bound plus the 10 s outcome write;
+- shutdown: a worker's terminationGracePeriodSeconds (compose: stop_grace_period) exceeds what a
+  SIGTERM may take: the drain bound, one APNs attempt, the 10 s outcome write, 2 s, and 3 s to
+  commit and leave the group (the worker's revoke bound); no static membership in a Deployment;
 - topics: Strimzi requests and status have equal partitions; the DLQ keeps records longer;
   KEDA scales the worker Deployment on its consumer group and requests topic, at most one
   replica per partition; PDB selectors select a Deployment; kustomization resources exist;
@@ -35,6 +37,9 @@ import yaml
 
 THIRD_PARTY_IMAGES = {"apache/kafka"}
 OUTCOME_WRITE_BOUND_MS = 10_000
+# PushWorkerConfiguration: revokeTimeout = drainTimeout + leftoverBound (attempt + outcome write + 2 s) + 3 s.
+LEFTOVER_EXTRA_MS = 2_000
+COMMIT_AND_LEAVE_MS = 3_000
 DEFAULT_WORKER_HTTP_PORT = 9090
 PROGRAM_SOURCES = {  # image target -> source directories that must exist to check its env keys
     "dispatch": ["Services/Dispatch"],
@@ -162,6 +167,15 @@ def check_compose(path, compose, targets, exposed, facts, root):
             listening.add(int(environment["CALLPUSH_DISPATCH_PORT"]))
         if target == "dispatch" and int(environment.get("CALLPUSH_DISPATCH_METRICS_PORT", -1)) > 0:
             listening.add(int(environment["CALLPUSH_DISPATCH_METRICS_PORT"]))
+        if target == "push-worker":
+            # compose's default stop_grace_period is 10 s, then SIGKILL.
+            grace = compose_duration_ms(service.get("stop_grace_period", "10s"))
+            shutdown, how = worker_shutdown(environment)
+            if grace <= shutdown:
+                problem(where, f"stop_grace_period ({grace} ms) must exceed {how}")
+            if "CALLPUSH_GROUP_INSTANCE_ID" in environment:
+                problem(where, "CALLPUSH_GROUP_INSTANCE_ID (static membership): librdkafka 2.0.2's static members never "
+                               "send LeaveGroup; the workers are dynamic members (docs/operations.md)")
         command = service.get("command") or []
         if target == "apns-simulator" and isinstance(command, list):
             for flag in ("--port", "--admin-port"):
@@ -176,6 +190,22 @@ def check_compose(path, compose, targets, exposed, facts, root):
         for dependency, condition in (service.get("depends_on") or {}).items():
             if dependency not in compose["services"]:
                 problem(where, f"depends on unknown service {dependency}")
+
+
+def worker_shutdown(env):
+    """The longest a push-worker with environment `env` takes from SIGTERM to its exit (ms), and how."""
+    drain = int(env.get("CALLPUSH_DRAIN_TIMEOUT_MS") or 5000)
+    attempt = int(env.get("CALLPUSH_APNS_TIMEOUT_MS") or 5000)
+    total = drain + attempt + OUTCOME_WRITE_BOUND_MS + LEFTOVER_EXTRA_MS + COMMIT_AND_LEAVE_MS
+    return total, (f"the drain bound ({drain} ms) plus one APNs attempt ({attempt} ms), the outcome write bound "
+                   f"({OUTCOME_WRITE_BOUND_MS} ms), {LEFTOVER_EXTRA_MS // 1000} s and {COMMIT_AND_LEAVE_MS // 1000} s to commit and leave")
+
+
+def compose_duration_ms(text):
+    total = 0
+    for value, unit in re.findall(r"(\d+)(ms|s|m|h)", str(text)):
+        total += int(value) * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit]
+    return total
 
 
 def container_env(container):
@@ -224,14 +254,10 @@ def check_kubernetes(documents, targets, exposed, facts, root):
                 http = int(env.get("CALLPUSH_HTTP_PORT") or DEFAULT_WORKER_HTTP_PORT)
                 if http not in ports.values():
                     problem(cwhere, f"CALLPUSH_HTTP_PORT {http} is not a containerPort")
-                drain = int(env.get("CALLPUSH_DRAIN_TIMEOUT_MS") or 5000)
                 grace = spec.get("terminationGracePeriodSeconds", 30) * 1000
-                attempt = int(env.get("CALLPUSH_APNS_TIMEOUT_MS") or 5000)
-                shutdown = drain + attempt + OUTCOME_WRITE_BOUND_MS + 2000
+                shutdown, how = worker_shutdown(env)
                 if grace <= shutdown:
-                    problem(cwhere, f"terminationGracePeriodSeconds ({grace} ms) must exceed the drain bound "
-                                    f"({drain} ms) plus one APNs attempt ({attempt} ms), the outcome write bound "
-                                    f"({OUTCOME_WRITE_BOUND_MS} ms) and 2 s")
+                    problem(cwhere, f"terminationGracePeriodSeconds ({grace} ms) must exceed {how}")
                 # librdkafka 2.0.2's static members never send LeaveGroup: a Deployment's pod names do
                 # not survive a replacement, so static membership belongs to StatefulSets only.
                 if "CALLPUSH_GROUP_INSTANCE_ID" in [item["name"] for item in container.get("env", [])]:

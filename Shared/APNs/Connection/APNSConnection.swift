@@ -59,7 +59,7 @@ final class APNSConnection: Sendable {
         let sniHost: String? = isIPAddress(endpoint.host) ? nil : endpoint.host
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
