@@ -232,6 +232,32 @@ extension WorkerTestbed {
         }
     }
 
+    /// FCM refusing the app's service account (SENDER_ID_MISMATCH) suspends the app's Android rings
+    /// without contacting FCM again, while its iPhones keep ringing.
+    @Test func fcmRefusingTheServiceAccountSuspendsOnlyTheAppsAndroidRings() async throws {
+        try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
+            let refused = makeAndroidRing(token: fcmToken(15))
+            var faults = FCMSimulatorFaults()
+            faults.tokenOutcomes[refused.device.token] = .senderIDMismatch
+            fcm.simulator.setFaults(faults)
+            let worker = try bed.startWorker("worker-a", sender: PlatformPushSender(apns: apns.sender, fcm: fcm.sender), androidApps: ["rider"])
+            try await bed.produce([.ring(refused)])
+            _ = try await bed.collectStatuses(until: { !$0.terminal(refused.callId).isEmpty }, seconds: 30)
+            #expect(bed.log.value.withLock { $0.latest(refused.callId)?.error?.code } == "SENDER_ID_MISMATCH")
+
+            let held = makeAndroidRing(token: fcmToken(16))
+            let iphone = makeRing(token: token(0xa16))
+            try await bed.produce([.ring(held), .ring(iphone)])
+            let statuses = try await bed.collectStatuses(until: { !$0.terminal(held.callId).isEmpty && !$0.terminal(iphone.callId).isEmpty },
+                                                         seconds: 30)
+            #expect(statuses.latest(held.callId)?.error?.code == DeliveryProcessor.suspendedCode)
+            #expect(fcm.messages(for: held.device.token).isEmpty, "not sent while the service account is refused")
+            #expect(statuses.terminal(iphone.callId) == [.sent], "the app's iPhones still ring")
+            #expect(apns.pushes(for: iphone.device.token).count == 1)
+            await bed.stop([worker])
+        }
+    }
+
     @Test func anFCMUnavailableBurstIsRetriedAndSentBeforeTheDeadline() async throws {
         try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
             let worker = try bed.startWorker("worker-a", sender: PlatformPushSender(apns: apns.sender, fcm: fcm.sender), androidApps: ["rider"])
