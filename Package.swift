@@ -318,7 +318,7 @@ let package = Package(
         .testTarget(
             name: "CallpushCLITests",
             dependencies: ["Locking",
-                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "CallpushTestSupport",
+                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "FCMSimulator", "CallpushTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),

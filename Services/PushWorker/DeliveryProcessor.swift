@@ -265,7 +265,7 @@ public struct DeliveryProcessor: Sendable {
 
     private func recordCredentialEvidence(_ evidence: CredentialCircuit.Evidence, scope: CredentialScope, probe: Bool, reason: String?) {
         if let until = credentials.record(scope, evidence, probe: probe, now: now()) {
-            logger.error("\(scope.service) refused the app's credentials; its pushes there are suspended (fix the key, certificate or service account, then replay the DLQ)",
+            logger.error("\(scope.service) refused the app's credentials; its pushes are suspended with this credential (fix the key, certificate or service account, then replay the DLQ)",
                          metadata: ["app": "\(scope.app)", "push.platform": "\(scope.platform.rawValue)",
                                     "apns.environment": "\(scope.environment?.rawValue ?? "-")",
                                     "push.reason": "\(reason ?? "-")", "suspended.until": "\(ContractCoding.format(until))"])
