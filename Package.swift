@@ -166,7 +166,7 @@ let package = Package(
         .target(
             name: "PushWorker",
             dependencies: ["Locking",
-                "CallContract", "CallpushCore", "Kafka", "APNs",
+                "CallContract", "CallpushCore", "Kafka", "APNs", "FCM",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -203,7 +203,7 @@ let package = Package(
         .target(
             name: "CallpushCLI",
             dependencies: ["Locking",
-                "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "PushWorker", "DispatchService",
+                "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "PushWorker", "DispatchService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -312,13 +312,13 @@ let package = Package(
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["Locking", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport"],
+            dependencies: ["Locking", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "CallpushTestSupport"],
             path: "Tests/PushWorkerTests"
         ),
         .testTarget(
             name: "CallpushCLITests",
             dependencies: ["Locking",
-                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "CallpushTestSupport",
+                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "FCMSimulator", "CallpushTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -2,6 +2,8 @@ import APNs
 import APNsSimulator
 import CallContract
 import CallpushCore
+import FCM
+import FCMSimulator
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -14,8 +16,9 @@ import Locking
 import DispatchService
 
 /// The embedded system `callpush dev` runs: a mock Kafka cluster with the topics, the APNs
-/// simulator (generated certificate and token key), push-workers pushing to it, and dispatch on
-/// localhost with a generated API key. Tests start the same stack.
+/// simulator (generated certificate and token key) and the FCM simulator (generated service
+/// account), push-workers ringing iPhones through the one and Android phones through the other,
+/// and dispatch on localhost with a generated API key. Tests start the same stack.
 public struct DevStack: Sendable {
     public struct Options: Sendable {
         public var brokers = 3
@@ -40,15 +43,18 @@ public struct DevStack: Sendable {
     public let cluster: EmbeddedKafkaCluster
     public let simulator: APNsSimulator
     public let client: APNSClient
+    public let fcmSimulator: FCMSimulator
+    public let fcmClient: FCMClient
     public let workers: [PushWorkerService]
     public let dispatch: DispatchApp
     /// The generated dev API key (plaintext: dispatch keeps only its hash).
     public let apiKey: String
     let caPath: String
+    let fcmCAPath: String
 
-    /// In shutdown order last to first: dispatch stops first, then the workers, the APNs client,
-    /// the simulator and Kafka.
-    public var services: [any Service] { [cluster, simulator, client] + workers + dispatch.services }
+    /// In shutdown order last to first: dispatch stops first, then the workers, the clients,
+    /// the simulators and Kafka.
+    public var services: [any Service] { [cluster, simulator, fcmSimulator, client, fcmClient] + workers + dispatch.services }
 
     /// Kafka client settings for the embedded cluster: librdkafka's mock broker holds a fetch with
     /// no data for `fetch.wait.max.ms` and does not answer early when data arrives, so a short wait
@@ -77,6 +83,18 @@ public struct DevStack: Sendable {
         let caPath = directory.appendingPathComponent("simulator-ca.pem").path
         try simulator.writeCACertificate(to: caPath)
 
+        // The FCM simulator with its generated service account; the worker reads it as an apps file
+        // would give it (token_uri pointing at the simulator).
+        var fcmConfiguration = FCMSimulatorConfiguration()
+        fcmConfiguration.host = "127.0.0.1"
+        let fcmSimulator = try FCMSimulator(configuration: fcmConfiguration, logger: logger)
+        try await fcmSimulator.start()
+        let fcmCAPath = directory.appendingPathComponent("fcm-simulator-ca.pem").path
+        try fcmSimulator.writeCACertificate(to: fcmCAPath)
+        let fcmAccount = try FCMServiceAccount(json: Array(try fcmSimulator.serviceAccountJSON().utf8))
+        let fcmClient = try FCMClient.localSimulator(port: fcmSimulator.port, caCertificatePEM: fcmSimulator.caCertificatePEM,
+                                                     apps: [FCMAppID(options.app): FCMApp(serviceAccount: fcmAccount)], logger: logger)
+
         let clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
         let client = try APNSClient(
@@ -95,8 +113,9 @@ public struct DevStack: Sendable {
             var configuration = PushWorkerConfiguration(kafka: kafka, workerID: "dev-worker-\(index + 1)")
             configuration.sessionTimeout = .seconds(10)
             configuration.heartbeatInterval = .seconds(1)
-            workers.append(try PushWorkerService(configuration: configuration, sender: APNsPushSender(client: client),
-                                                 apps: [options.app], ackTokens: ackTokens, logger: logger))
+            let sender = PlatformPushSender(apns: APNsPushSender(client: client), fcm: FCMPushSender(client: fcmClient))
+            workers.append(try PushWorkerService(configuration: configuration, sender: sender,
+                                                 apps: [options.app], androidApps: [options.app], ackTokens: ackTokens, logger: logger))
         }
 
         let apiKey = "cpdev_" + randomHex(bytes: 24)
@@ -106,8 +125,8 @@ public struct DevStack: Sendable {
         dispatchConfiguration.host = options.dispatchHost
         dispatchConfiguration.port = options.dispatchPort
         let dispatch = try DispatchApp(configuration: dispatchConfiguration, logger: logger)
-        return DevStack(options: options, cluster: cluster, simulator: simulator, client: client, workers: workers,
-                        dispatch: dispatch, apiKey: apiKey, caPath: caPath)
+        return DevStack(options: options, cluster: cluster, simulator: simulator, client: client, fcmSimulator: fcmSimulator,
+                        fcmClient: fcmClient, workers: workers, dispatch: dispatch, apiKey: apiKey, caPath: caPath, fcmCAPath: fcmCAPath)
     }
 
     /// A new directory under the temporary directory, made with `mkdtemp` (mode 0700, fails rather
@@ -149,12 +168,15 @@ public struct DevStack: Sendable {
             dispatchURL: "http://\(options.dispatchHost):\(port)", apiKey: apiKey,
             simulatorURL: "https://127.0.0.1:\(simulator.port)",
             simulatorAdminURL: simulator.adminPort.map { "http://127.0.0.1:\($0)" },
-            caPath: caPath, app: options.app, workers: options.workers)
+            caPath: caPath, app: options.app, workers: options.workers,
+            fcmSimulatorURL: fcmSimulator.baseURL, fcmSimulatorAdminURL: fcmSimulator.adminPort.map { "http://127.0.0.1:\($0)" },
+            fcmCAPath: fcmCAPath)
     }
 
     /// What `callpush dev` prints once ready.
     public static func banner(_ state: DevState) -> String {
         let admin = state.simulatorAdminURL ?? "(admin API off)"
+        let fcmAdmin = state.fcmSimulatorAdminURL ?? "(admin API off)"
         return """
             callpush dev is running (Ctrl-C stops it)
               dispatch API       \(state.dispatchURL)
@@ -163,14 +185,17 @@ public struct DevStack: Sendable {
               topics             \(state.topics.requests), \(state.topics.status), \(state.topics.deadLetter)
               APNs simulator     \(state.simulatorURL)   (CA: \(state.caPath))
               simulator admin    \(admin)
+              FCM simulator      \(state.fcmSimulatorURL ?? "-")   (CA: \(state.fcmCAPath ?? "-"))
+              FCM admin          \(fcmAdmin)
               push-workers       \(state.workers), app "\(state.app)"
 
-            Ring a simulated phone:
+            Ring a simulated iPhone and a simulated Android phone:
               curl -s -X POST \(state.dispatchURL)/v1/calls -H 'Authorization: Bearer \(state.apiKey)' -H 'Content-Type: application/json' \\
-                -d '{"app":"\(state.app)","devices":[{"token":"'$(openssl rand -hex 32)'","environment":"sandbox"}],"caller":{"handle":"driver-1","displayName":"Driver Tanaka"}}'
-            Then follow the call (use the callId from the answer), and see what the phone received:
+                -d '{"app":"\(state.app)","devices":[{"token":"'$(openssl rand -hex 32)'","environment":"sandbox"},{"platform":"android","token":"dev-'$(openssl rand -hex 8)':APA91b'$(openssl rand -hex 60)'"}],"caller":{"handle":"driver-1","displayName":"Driver Tanaka"}}'
+            Then follow the call (use the callId from the answer), and see what the phones received:
               curl -s -N \(state.dispatchURL)/v1/calls/<callId>/events -H 'Authorization: Bearer \(state.apiKey)'
               curl -s \(admin)/admin/pushes
+              curl -s \(fcmAdmin)/admin/messages
             """
     }
 }
@@ -199,6 +224,10 @@ public struct DevState: Codable, Sendable, Equatable {
     public var caPath: String
     public var app: String
     public var workers: Int
+    /// The FCM simulator (Android rings), its admin API and the CA its certificate chains to.
+    public var fcmSimulatorURL: String?
+    public var fcmSimulatorAdminURL: String?
+    public var fcmCAPath: String?
 
     /// Writes the state (it holds the dev API key) readable by its owner only: a temporary file
     /// created 0600 next to `path`, then renamed over it.

@@ -25,10 +25,13 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "The app (an entry of the worker's apps file).")
     var app: String
 
-    @Option(help: "The device's push token (hex).")
+    @Option(help: "The device's platform: ios (an APNs VoIP token) or android (an FCM registration token).")
+    var platform = "ios"
+
+    @Option(help: "The device's push token: hex for ios, the FCM registration token (verbatim) for android.")
     var token: String
 
-    @Option(help: "APNs environment of the token: production or sandbox.")
+    @Option(help: "APNs environment of the token: production or sandbox (ios only; android devices have none).")
     var environment = "production"
 
     @Option(help: "The backend's id for the device (echoed in statuses).")
@@ -60,8 +63,9 @@ struct SendCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard HTTPExchange.validate(url) != nil else { throw ValidationError("--url must be an http:// or https:// URL with a host, got '\(url.prefix(80))'") }
+        guard let devicePlatform = DevicePlatform(rawValue: platform) else { throw ValidationError("--platform must be ios or android") }
         guard APNsEnvironment(rawValue: environment) != nil else { throw ValidationError("--environment must be production or sandbox") }
-        if let problem = Device.tokenProblem(token) { throw ValidationError("--token: \(problem)") }
+        if let problem = Device.tokenProblem(token, platform: devicePlatform) { throw ValidationError("--token: \(problem)") }
         guard (1...120).contains(ringTimeout) else { throw ValidationError("--ring-timeout must be between 1 and 120 seconds") }
         if let callId, CallID.normalize(callId) == nil { throw ValidationError("--call-id must be a UUID") }
         guard !app.isEmpty, app.utf8.count <= RingRequest.Limits.appNameBytes else { throw ValidationError("--app must be 1 to 64 bytes") }
@@ -78,7 +82,10 @@ struct SendCommand: AsyncParsableCommand {
 
     /// The JSON body of POST /v1/calls.
     func requestBody(callId: String) throws -> [UInt8] {
-        var device: [String: Any] = ["token": token.lowercased(), "environment": environment]
+        // An Android device has no environment, and its FCM token is case-sensitive.
+        var device: [String: Any] = platform == DevicePlatform.android.rawValue
+            ? ["platform": platform, "token": token]
+            : ["token": token.lowercased(), "environment": environment]
         if let deviceId { device["id"] = deviceId }
         var caller: [String: Any] = ["handle": handle]
         if let displayName { caller["displayName"] = displayName }

@@ -20,6 +20,10 @@ struct StatusTable: Sendable {
         if let details = status.apns {
             apns = [details.status.map(String.init), details.reason].compactMap { $0 }.joined(separator: " ")
             if apns.isEmpty { apns = "no answer" }
+        } else if let details = status.fcm {
+            // An Android device's FCM answer, in the same column.
+            apns = (["fcm"] + [details.status.map(String.init), details.errorCode].compactMap { $0 }).joined(separator: " ")
+            if details.status == nil && details.errorCode == nil { apns = "fcm no answer" }
         }
         let error = status.error.map { [$0.code, $0.message].compactMap { $0 }.joined(separator: ": ") } ?? "-"
         return Self.render([ContractCoding.format(status.at), device, status.state.rawValue, String(status.attempt),

@@ -7,7 +7,10 @@ enum APIModels {
         struct Delivery: Encodable {
             var deviceKey: String
             var deviceId: String?
-            var environment: APNsEnvironment
+            /// iOS devices only.
+            var environment: APNsEnvironment?
+            /// Android devices only (absent: iOS, as in the event).
+            var platform: DevicePlatform?
             var state = "queued"
         }
         var callId: String
@@ -24,7 +27,8 @@ enum APIModels {
             requestedAt = ContractCoding.format(first.requestedAt)
             ringDeadline = ContractCoding.format(first.ringDeadline)
             deliveries = zip(rings, keys).map { ring, key in
-                Delivery(deviceKey: key, deviceId: ring.device.id, environment: ring.device.environment)
+                Delivery(deviceKey: key, deviceId: ring.device.id, environment: ring.device.environment,
+                         platform: ring.device.platform == .ios ? nil : ring.device.platform)
             }
         }
 
@@ -37,7 +41,8 @@ enum APIModels {
                 json.member("deliveries", objects: deliveries) { json, delivery in
                     if let deviceId = delivery.deviceId { json.member("deviceId", deviceId) }
                     json.member("deviceKey", delivery.deviceKey)
-                    json.member("environment", delivery.environment.rawValue)
+                    if let environment = delivery.environment { json.member("environment", environment.rawValue) }
+                    if let platform = delivery.platform { json.member("platform", platform.rawValue) }
                     json.member("state", delivery.state)
                 }
                 json.member("requestedAt", requestedAt)
@@ -79,10 +84,11 @@ enum APIModels {
             var replay: Int
             var at: String
             var apns: CallStatus.APNsDetails?
+            var fcm: CallStatus.FCMDetails?
             var error: CallStatus.ErrorInfo?
             var deviceReport: DeviceReport?
 
-            enum CodingKeys: String, CodingKey { case deviceKey, deviceId, state, attempt, replay, at, apns, error, deviceReport }
+            enum CodingKeys: String, CodingKey { case deviceKey, deviceId, state, attempt, replay, at, apns, fcm, error, deviceReport }
 
             init(_ delivery: CallView.Delivery) {
                 let status = delivery.lastStatus
@@ -93,6 +99,7 @@ enum APIModels {
                 replay = delivery.replay
                 at = ContractCoding.format(status?.at ?? delivery.queuedAt)
                 apns = status?.apns
+                fcm = status?.fcm
                 error = status?.error
                 deviceReport = delivery.report.map {
                     DeviceReport(outcome: $0.status.state.rawValue, replay: $0.status.replay, at: ContractCoding.format($0.status.at),
@@ -109,6 +116,7 @@ enum APIModels {
                 try c.encode(replay, forKey: .replay)
                 try c.encode(at, forKey: .at)
                 try c.encodeIfPresent(apns, forKey: .apns)
+                try c.encodeIfPresent(fcm, forKey: .fcm)
                 try c.encodeIfPresent(error, forKey: .error)
                 try c.encodeIfPresent(deviceReport, forKey: .deviceReport)
             }

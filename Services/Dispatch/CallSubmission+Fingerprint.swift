@@ -20,7 +20,8 @@ extension CallSubmission {
         put(String(devices.count))
         for device in devices.sorted(by: { $0.token.utf8.lexicographicallyPrecedes($1.token.utf8) }) {
             put(device.token)
-            put(device.environment.rawValue)
+            // An Android device has no environment: its platform takes the place (no environment has that name).
+            put(device.environment?.rawValue ?? device.platform.rawValue)
             put(device.id)
         }
         put(caller.handle)

@@ -123,8 +123,11 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         guard devices.count <= limits.maxDevices else {
             throw DispatchProblem.invalid("devices", "more than \(limits.maxDevices) devices", code: .tooManyDevices)
         }
+        // Compared as the device key compares them (lower-cased): two tokens that differ only in case
+        // would share a delivery key, and the second would end `duplicate` without ringing.
         var seen = Set<String>()
-        for (index, device) in devices.enumerated() where !seen.insert(device.token).inserted {
+        for (index, device) in devices.enumerated()
+        where !seen.insert(device.platform == .ios ? device.token : device.token.lowercased()).inserted {
             throw DispatchProblem.invalid("devices[\(index)].token", "the same token appears twice")
         }
         // What CallKit shows must not be spoofable: the contract refuses control characters, the
@@ -206,12 +209,18 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         // `payloadOverheadBound` bytes (`CallSubmissionTests` checks it on generated rings). So a
         // small event cannot make a payload over Apple's limit, and only a large one is encoded
         // as the worker will (SHA-256 of the token and the whole payload, per device).
-        if data.count + Self.payloadOverheadBound <= VoIPPayload.maxBytes { return data }
+        // An Android device's data message has FCM's smaller limit (4096 bytes of keys and values,
+        // strings only: no JSON punctuation but the attributes' own), under the same bound.
+        let limit = ring.device.platform == .android ? VoIPPayload.fcmMaxDataBytes : VoIPPayload.maxBytes
+        if data.count + Self.payloadOverheadBound <= limit { return data }
         // The worker adds an ack token (base64url of a fixed length) and the device key.
         let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
                                   ackToken: String(repeating: "A", count: AckTokenSigner.tokenLength))
         do {
-            _ = try payload.encoded()
+            switch ring.device.platform {
+            case .ios: _ = try payload.encoded()
+            case .android: _ = try payload.fcmData()
+            }
         } catch {
             throw mapped(error)
         }

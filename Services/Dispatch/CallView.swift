@@ -151,7 +151,8 @@ extension CallStatus {
     /// Approximate heap bytes of a status held in memory (fixed part plus its strings).
     var estimatedBytes: Int {
         var strings = callId.utf8.count + worker.utf8.count
-        for text in [deviceId, deviceKey, app, tenant, apns?.id, apns?.uniqueId, apns?.reason, error?.code, error?.message, error?.domain] {
+        for text in [deviceId, deviceKey, app, tenant, apns?.id, apns?.uniqueId, apns?.reason, fcm?.name, fcm?.errorCode,
+                     error?.code, error?.message, error?.domain] {
             strings += text.map { 16 + $0.utf8.count } ?? 0
         }
         return 320 + strings

@@ -2,24 +2,51 @@ import CallContract
 import Foundation
 import Locking
 
-/// What a credential circuit is kept for: an app's credential in one APNs environment.
+/// What a credential circuit is kept for: one credential of an app on one platform — its APNs
+/// credential in one APNs environment, or its FCM service account.
 public struct CredentialScope: Sendable, Hashable, CustomStringConvertible {
     public var app: String
-    public var environment: APNsEnvironment
+    public var platform: DevicePlatform
+    /// The APNs environment (iOS); nil for FCM, where an app has one service account.
+    public var environment: APNsEnvironment?
 
+    /// An app's APNs credential in `environment`.
     public init(app: String, environment: APNsEnvironment) {
         self.app = app
+        self.platform = .ios
         self.environment = environment
     }
 
-    public var description: String { "\(app)/\(environment.rawValue)" }
+    /// An app's FCM service account.
+    public static func fcm(app: String) -> CredentialScope {
+        var scope = CredentialScope(app: app, environment: .production)
+        scope.platform = .android
+        scope.environment = nil
+        return scope
+    }
+
+    /// The credential a ring of `app` to `device` is pushed with.
+    public init(app: String, device: Device) {
+        switch device.platform {
+        case .ios: self.init(app: app, environment: device.environment ?? .production)
+        case .android: self = .fcm(app: app)
+        }
+    }
+
+    /// The push service that refused the credential, for messages.
+    public var service: String { platform == .ios ? "APNs" : "FCM" }
+
+    /// `app/production`, `app/sandbox` or `app/fcm`.
+    public var description: String { "\(app)/\(environment?.rawValue ?? "fcm")" }
 }
 
 /// Stops pushing for an app whose credentials APNs refused, so a bad key or certificate does
 /// not burn through a backlog of calls against APNs (reference/apns.md: "credentials are wrong
 /// — alert; do not burn through a backlog").
 ///
-/// A circuit per (app, environment): the app's credential in that environment. Apple refuses a
+/// A circuit per (app, platform, credential): the app's APNs credential in one environment, or
+/// its FCM service account (FCM refuses it with `SENDER_ID_MISMATCH`, `THIRD_PARTY_AUTH_ERROR`, a
+/// 401 after a renewed access token, or a token endpoint refusing the grant). Apple refuses a
 /// credential per environment (`BadEnvironmentKeyInToken`, `BadCertificateEnvironment` for a key or
 /// certificate valid in the other one, and the client keeps a connection pool per environment), so
 /// one sandbox device refused that way suspends the app's sandbox pushes and nothing else.

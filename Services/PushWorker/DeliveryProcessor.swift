@@ -15,8 +15,12 @@ public struct DeliveryProcessor: Sendable {
     public struct Settings: Sendable {
         /// Written into every status (`worker`): pod name or host name.
         public var workerID: String
-        /// Apps this worker has credentials for; a ring for another app is rejected.
+        /// Apps this worker has credentials for (on any platform); a ring for another app is rejected.
         public var apps: Set<String>
+        /// Apps with APNs credentials (iPhones).
+        public var iosApps: Set<String>
+        /// Apps with FCM credentials (Android phones).
+        public var androidApps: Set<String>
         public var retry: RetryPolicy
         /// Longest wait for one APNs answer.
         public var attemptTimeout: Duration
@@ -26,10 +30,15 @@ public struct DeliveryProcessor: Sendable {
         /// cancelled (revoke or shutdown past the drain bound).
         public var outcomeWriteBound: Duration = .seconds(10)
 
-        public init(workerID: String, apps: Set<String>, retry: RetryPolicy = .init(),
+        /// - Parameters:
+        ///   - apps: apps with APNs credentials.
+        ///   - androidApps: apps with FCM credentials.
+        public init(workerID: String, apps: Set<String>, androidApps: Set<String> = [], retry: RetryPolicy = .init(),
                     attemptTimeout: Duration = .seconds(5), cancelMemory: Duration = .seconds(600)) {
             self.workerID = workerID
-            self.apps = apps
+            self.apps = apps.union(androidApps)
+            self.iosApps = apps
+            self.androidApps = androidApps
             self.retry = retry
             self.attemptTimeout = attemptTimeout
             self.cancelMemory = cancelMemory
@@ -108,6 +117,14 @@ public struct DeliveryProcessor: Sendable {
             guard settings.apps.contains(ring.app) else {
                 return await reject(event, error: ContractError(.invalidValue, path: "app", "unknown app \"\(ring.app)\""), ring: ring)
             }
+            // An app known for the other platform only: rejected (DLQ), replayable once the apps file
+            // gives it credentials for this one.
+            guard (ring.device.platform == .ios ? settings.iosApps : settings.androidApps).contains(ring.app) else {
+                let service = ring.device.platform == .ios ? "APNs" : "FCM"
+                return await reject(event, error: ContractError(.invalidValue, path: "device.platform",
+                                                                "app \"\(ring.app)\" has no \(service) credentials in this worker's apps file"),
+                                    ring: ring)
+            }
             return await deliver(ring, event: event)
         }
     }
@@ -157,7 +174,7 @@ public struct DeliveryProcessor: Sendable {
             log(.info, "duplicate delivery, not pushed")
             var duplicate = status
             duplicate.state = .duplicate
-            return await finish(duplicate, event: event)
+            return await finish(duplicate, event: event, platform: ring.device.platform)
         }
         let (result, accepted) = await run(ring, event: event, status: status, deviceKey: deviceKey, log: log)
         // Handed back without a durable outcome: the next copy must not be answered `duplicate` — unless
@@ -170,15 +187,22 @@ public struct DeliveryProcessor: Sendable {
     /// whether APNs accepted a push of it.
     private func run(_ ring: RingRequest, event: InboundEvent, status: CallStatus, deviceKey: String,
                      log: DeliveryLog) async -> (DeliveryResult, accepted: Bool) {
-        let payload: Data
+        // The same payload for both platforms: JSON for APNs, FCM's string map for Android.
+        var payload = Data()
+        var data: [String: String] = [:]
         do {
             let ackToken = ackTokens.token(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay, ringDeadline: ring.ringDeadline)
-            payload = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
+            let voip = VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken)
+            switch ring.device.platform {
+            case .ios: payload = try voip.encoded()
+            case .android: data = try voip.fcmData()
+            }
         } catch {
             return (await reject(event, error: error, ring: ring), false)
         }
         let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
-        let scope = CredentialScope(app: ring.app, environment: ring.device.environment)
+        let scope = CredentialScope(app: ring.app, device: ring.device)
+        let platform = ring.device.platform
         var machine = DeliveryStateMachine(ring: ring, status: status,
                                            settings: .init(retry: settings.retry, attemptTimeout: settings.attemptTimeout))
         var accepted = false
@@ -189,17 +213,23 @@ public struct DeliveryProcessor: Sendable {
                 let at = now()
                 action = machine.admitted(credentials.admit(scope, now: at), now: at, taskCancelled: Task.isCancelled)
             case .push(let deadline):
-                let push = VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment,
-                                    apnsID: apnsID, expiration: ring.ringDeadline, payload: payload, deadline: deadline)
+                let push = switch platform {
+                case .ios:
+                    VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment ?? .production,
+                             apnsID: apnsID, expiration: ring.ringDeadline, payload: payload, deadline: deadline)
+                case .android:
+                    VoIPPush(app: ring.app, fcmToken: ring.device.token, data: data, collapseKey: ring.callId,
+                             expiration: ring.ringDeadline, deadline: deadline)
+                }
                 let sentAt = ContinuousClock.now
                 let attempt = await sender.send(push)
-                metrics?.apnsLatency(app: ring.app, ContinuousClock.now - sentAt)
+                metrics?.pushLatency(app: ring.app, platform: platform, ContinuousClock.now - sentAt)
                 accepted = accepted || attempt.disposition == .sent
                 recordCredentialEvidence(machine.credentialEvidence(of: attempt), scope: scope, probe: machine.probing, reason: attempt.reason)
                 action = machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(ring))
             case .recordRetry(let retrying, let reason):
-                metrics?.retry(app: ring.app, reason: reason)
-                log(.info, "push will be retried", metadata: ["apns.reason": "\(reason ?? "-")"])
+                metrics?.retry(app: ring.app, platform: platform, reason: reason)
+                log(.info, "push will be retried", metadata: ["push.reason": "\(reason ?? "-")", "push.platform": "\(platform.rawValue)"])
                 // A `retrying` status the topic refuses for good is only information lost: go on retrying.
                 if case .handedBack = await durably({ try await publisher.publish(status: retrying, partition: event.partition, within: $0) }) {
                     return (.handedBack, accepted)
@@ -211,14 +241,15 @@ public struct DeliveryProcessor: Sendable {
             case .finish(let outcome, let deadLetter, let pushed):
                 switch outcome.state {
                 case .sent:
-                    log(.info, "push sent", metadata: ["apns.attempt": "\(outcome.attempt)"])
+                    log(.info, "push sent", metadata: ["push.attempt": "\(outcome.attempt)", "push.platform": "\(platform.rawValue)"])
                 case .failed where pushed:
-                    log(.warning, "push failed", metadata: ["apns.reason": "\(outcome.apns?.reason ?? "-")",
-                                                            "apns.status": "\(outcome.apns?.status ?? 0)"])
+                    log(.warning, "push failed", metadata: ["push.reason": "\(outcome.apns?.reason ?? outcome.fcm?.errorCode ?? "-")",
+                                                            "push.status": "\(outcome.apns?.status ?? outcome.fcm?.status ?? 0)",
+                                                            "push.platform": "\(platform.rawValue)"])
                 default:
                     break
                 }
-                return (await finish(outcome, event: event, deadLetter: deadLetter, evenIfCancelled: pushed), accepted)
+                return (await finish(outcome, event: event, platform: platform, deadLetter: deadLetter, evenIfCancelled: pushed), accepted)
             case .handBack:
                 return (.handedBack, accepted)
             }
@@ -234,12 +265,14 @@ public struct DeliveryProcessor: Sendable {
 
     private func recordCredentialEvidence(_ evidence: CredentialCircuit.Evidence, scope: CredentialScope, probe: Bool, reason: String?) {
         if let until = credentials.record(scope, evidence, probe: probe, now: now()) {
-            logger.error("APNs refused the app's credentials; its pushes are suspended (fix the key or certificate, then replay the DLQ)",
-                         metadata: ["app": "\(scope.app)", "apns.environment": "\(scope.environment.rawValue)",
-                                    "apns.reason": "\(reason ?? "-")", "suspended.until": "\(ContractCoding.format(until))"])
+            logger.error("\(scope.service) refused the app's credentials; its pushes are suspended with this credential (fix the key, certificate or service account, then replay the DLQ)",
+                         metadata: ["app": "\(scope.app)", "push.platform": "\(scope.platform.rawValue)",
+                                    "apns.environment": "\(scope.environment?.rawValue ?? "-")",
+                                    "push.reason": "\(reason ?? "-")", "suspended.until": "\(ContractCoding.format(until))"])
         } else if probe, evidence == .accepted {
-            logger.notice("APNs accepted the app's credentials again; pushes resumed",
-                          metadata: ["app": "\(scope.app)", "apns.environment": "\(scope.environment.rawValue)"])
+            logger.notice("\(scope.service) accepted the app's credentials again; pushes resumed",
+                          metadata: ["app": "\(scope.app)", "push.platform": "\(scope.platform.rawValue)",
+                                     "apns.environment": "\(scope.environment?.rawValue ?? "-")"])
         }
     }
 
@@ -259,7 +292,7 @@ public struct DeliveryProcessor: Sendable {
         ])
         let errorInfo = CallStatus.ErrorInfo(code: error.code.rawValue, message: error.description)
         guard let callId = ring?.callId ?? event.keyAsCallID else {
-            switch await deadLetter(event, error: errorInfo, attempts: 0, evenIfCancelled: false) {
+            switch await deadLetter(event, error: errorInfo, attempts: 0, platform: nil, evenIfCancelled: false) {
             case .handedBack: return .handedBack
             case .written, .refused: return .finished(.rejected)
             }
@@ -268,7 +301,7 @@ public struct DeliveryProcessor: Sendable {
                                 deviceKey: ring.map { DeviceKey.make(token: $0.device.token) }, app: ring?.app,
                                 state: .rejected, attempt: 0, replay: ring?.replay ?? 0, at: now(),
                                 error: errorInfo, worker: settings.workerID, tenant: ring?.tenant)
-        return await finish(status, event: event, deadLetter: true)
+        return await finish(status, event: event, platform: ring?.device.platform, deadLetter: true)
     }
 
     /// Writes the outcome durably: the DLQ record first (when asked), then the status.
@@ -280,11 +313,11 @@ public struct DeliveryProcessor: Sendable {
     ///   and offset, named in the headers); a DLQ record refused even so is logged at critical;
     /// - a status that cannot be written sends the event to the DLQ (when it is not there yet) with
     ///   error `status-unwritable`, so the event is kept for replay.
-    private func finish(_ status: CallStatus, event: InboundEvent, deadLetter: Bool = false,
+    private func finish(_ status: CallStatus, event: InboundEvent, platform: DevicePlatform?, deadLetter: Bool = false,
                         evenIfCancelled: Bool = false) async -> DeliveryResult {
         var deadLettered = false
         if deadLetter {
-            switch await self.deadLetter(event, error: status.error ?? .init(code: status.state.rawValue), attempts: status.attempt,
+            switch await self.deadLetter(event, error: status.error ?? .init(code: status.state.rawValue), attempts: status.attempt, platform: platform,
                                          evenIfCancelled: evenIfCancelled) {
             case .handedBack: return .handedBack
             case .written: deadLettered = true
@@ -295,7 +328,8 @@ public struct DeliveryProcessor: Sendable {
         case .handedBack:
             return .handedBack
         case .written:
-            metrics?.outcome(app: appLabel(status.app), state: status.state, reason: status.error?.code ?? status.apns?.reason)
+            metrics?.outcome(app: appLabel(status.app), platform: platform, state: status.state,
+                             reason: status.error?.code ?? status.apns?.reason ?? status.fcm?.errorCode)
         case .refused(let code):
             logger.critical("the status topic refused the outcome; the event goes to the DLQ instead", metadata: [
                 "call.id": "\(status.callId)", "call.state": "\(status.state.rawValue)", "kafka.partition": "\(event.partition)",
@@ -304,7 +338,8 @@ public struct DeliveryProcessor: Sendable {
             if !deadLettered {
                 let error = CallStatus.ErrorInfo(code: Self.statusUnwritableCode,
                                                  message: "the \(status.state.rawValue) status could not be written: \(code)")
-                if case .handedBack = await self.deadLetter(event, error: error, attempts: status.attempt, evenIfCancelled: evenIfCancelled) {
+                if case .handedBack = await self.deadLetter(event, error: error, attempts: status.attempt, platform: platform,
+                                                            evenIfCancelled: evenIfCancelled) {
                     return .handedBack
                 }
             }
@@ -313,7 +348,8 @@ public struct DeliveryProcessor: Sendable {
     }
 
     /// Dead-letters the event's original bytes (or, when the topic refuses them, a prefix).
-    private func deadLetter(_ event: InboundEvent, error: CallStatus.ErrorInfo, attempts: Int, evenIfCancelled: Bool) async -> WriteOutcome {
+    private func deadLetter(_ event: InboundEvent, error: CallStatus.ErrorInfo, attempts: Int, platform: DevicePlatform?,
+                            evenIfCancelled: Bool) async -> WriteOutcome {
         var headers = [
             (DeadLetterHeader.error, error.code),
             (DeadLetterHeader.reason, error.message ?? error.code),
@@ -332,7 +368,7 @@ public struct DeliveryProcessor: Sendable {
         }
         switch outcome {
         case .written:
-            metrics?.deadLetter(code: error.code)
+            metrics?.deadLetter(code: error.code, platform: platform)
         case .refused(let code):
             logger.critical("the DLQ topic refused the event; it stays only in the request topic", metadata: [
                 "kafka.partition": "\(event.partition)", "kafka.offset": "\(event.offset)", "error.code": "\(error.code)",

@@ -73,8 +73,11 @@ struct DeliveryStateMachine {
         if taskCancelled { return .handBack }
         if case .suspended(let until, let reason) = admission {
             status.apns = nil
+            status.fcm = nil
+            let scope = CredentialScope(app: ring.app, device: ring.device)
+            let place = scope.environment.map { " in \($0.rawValue)" } ?? ""
             status.error = .init(code: DeliveryProcessor.suspendedCode,
-                                 message: "not pushed: APNs refused the credentials of app \(ring.app) in \(ring.device.environment.rawValue) "
+                                 message: "not pushed: \(scope.service) refused the credentials of app \(ring.app)\(place) "
                                      + "(\(reason)); its pushes are suspended until \(ContractCoding.format(until))")
             status.state = .failed
             status.at = now
@@ -98,13 +101,15 @@ struct DeliveryStateMachine {
     /// APNs' answer to the attempt.
     mutating func pushed(_ attempt: PushAttempt, now: Date, callCancelled: Bool) -> Action {
         status.apns = attempt.details
+        status.fcm = attempt.fcm
         status.at = now
         switch attempt.disposition {
         case .sent:
             status.state = .sent
             return .finish(status, deadLetter: false, pushed: true)
         case .tokenDead, .requestInvalid, .credentialsInvalid:
-            return fail(code: attempt.reason ?? "status-\(attempt.status ?? 0)", message: attempt.disposition.explanation, pushed: true)
+            return fail(code: attempt.reason ?? "status-\(attempt.status ?? 0)",
+                        message: attempt.disposition.explanation(service: attempt.fcm == nil ? "APNs" : "FCM"), pushed: true)
         case .renewTokenAndRetry where !renewedToken:
             // The client renewed the provider token; one more attempt at once, after the retry is recorded.
             renewedToken = true
@@ -112,7 +117,7 @@ struct DeliveryStateMachine {
             pendingDelay = nil
             return .recordRetry(status, reason: attempt.reason)
         case .renewTokenAndRetry:
-            return fail(code: attempt.reason ?? "ExpiredProviderToken", message: attempt.disposition.explanation, pushed: true)
+            return fail(code: attempt.reason ?? "ExpiredProviderToken", message: attempt.disposition.explanation(service: "APNs"), pushed: true)
         case .retry:
             if callCancelled { return finish(.cancelled, at: now) }
             switch settings.retry.decide(afterAttempt: status.attempt, now: now, ringDeadline: ring.ringDeadline,
@@ -132,6 +137,7 @@ struct DeliveryStateMachine {
     /// The `retrying` status is durable.
     mutating func retryRecorded(now: Date, callCancelled: Bool, taskCancelled: Bool) -> Action {
         status.apns = nil
+        status.fcm = nil
         if let delay = pendingDelay {
             pendingDelay = nil
             if taskCancelled { return .handBack }
@@ -159,14 +165,15 @@ struct DeliveryStateMachine {
 }
 
 extension PushAttempt.Disposition {
-    var explanation: String {
+    /// The DLQ reason's text; `service` names who answered (`APNs`, `FCM`).
+    func explanation(service: String) -> String {
         switch self {
-        case .sent: "accepted by APNs"
+        case .sent: "accepted by \(service)"
         case .retry: "temporary failure"
         case .renewTokenAndRetry: "provider token expired again after renewal"
         case .tokenDead: "the device token is no longer valid; forget it"
-        case .requestInvalid: "APNs refused the request as invalid"
-        case .credentialsInvalid: "APNs refused the app's credentials"
+        case .requestInvalid: "\(service) refused the request as invalid"
+        case .credentialsInvalid: "\(service) refused the app's credentials"
         }
     }
 }

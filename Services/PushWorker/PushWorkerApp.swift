@@ -1,5 +1,6 @@
 import APNs
 import CallpushCore
+import FCM
 import Logging
 import ServiceLifecycle
 
@@ -8,12 +9,18 @@ import ServiceLifecycle
 /// and the tests call this same builder.
 public enum PushWorkerApp {
     public static func services(_ environment: WorkerEnvironment, logger: Logger) throws -> [any Service] {
-        let client = try APNSClient(configuration: environment.apns, apps: environment.apps, logger: logger)
+        // A client per platform the apps file has credentials for (an app may have either or both).
+        let apns = environment.apps.isEmpty ? nil : try APNSClient(configuration: environment.apns, apps: environment.apps, logger: logger)
+        let fcm = environment.fcmApps.isEmpty ? nil : try FCMClient(configuration: environment.fcm, apps: environment.fcmApps, logger: logger)
+        let sender = PlatformPushSender(apns: apns.map(APNsPushSender.init(client:)), fcm: fcm.map(FCMPushSender.init(client:)))
         let worker = try PushWorkerService(
-            configuration: environment.worker, sender: APNsPushSender(client: client),
-            apps: Set(environment.apps.keys.map(\.rawValue)),
+            configuration: environment.worker, sender: sender,
+            apps: Set(environment.apps.keys.map(\.rawValue)), androidApps: Set(environment.fcmApps.keys.map(\.rawValue)),
             ackTokens: try AckTokenSigner(secret: environment.ackSecret), logger: logger)
         let http = WorkerHTTPServer.make(worker: worker, host: environment.httpHost, port: environment.httpPort, logger: logger)
-        return [client, worker, http]
+        var services: [any Service] = []
+        if let apns { services.append(apns) }
+        if let fcm { services.append(fcm) }
+        return services + [worker, http]
     }
 }

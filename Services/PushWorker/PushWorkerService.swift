@@ -31,8 +31,12 @@ public final class PushWorkerService: Service, Sendable {
     private let pauses: AsyncStream<(Int32, Bool)>
     private let pauseRequests: AsyncStream<(Int32, Bool)>.Continuation
 
+    /// - Parameters:
+    ///   - sender: pushes each ring through its platform's service (``PlatformPushSender``).
+    ///   - apps: apps with APNs credentials.
+    ///   - androidApps: apps with FCM credentials.
     public init(configuration: PushWorkerConfiguration, sender: any VoIPPushSending, apps: Set<String>,
-                ackTokens: AckTokenSigner, logger: Logger, metrics: WorkerMetrics = WorkerMetrics(),
+                androidApps: Set<String> = [], ackTokens: AckTokenSigner, logger: Logger, metrics: WorkerMetrics = WorkerMetrics(),
                 history: (any StatusHistoryRebuilding)? = nil) throws {
         self.configuration = configuration
         self.logger = logger
@@ -51,7 +55,8 @@ public final class PushWorkerService: Service, Sendable {
             cancels: cancels, cancelMemory: configuration.dedupeWindow,
             pauseAfter: configuration.pauseAfterUnstored, health: health, metrics: metrics, logger: logger)
         self.coordinator = coordinator
-        var settings = DeliveryProcessor.Settings(workerID: configuration.workerID, apps: apps, retry: configuration.retry,
+        var settings = DeliveryProcessor.Settings(workerID: configuration.workerID, apps: apps, androidApps: androidApps,
+                                                  retry: configuration.retry,
                                                   attemptTimeout: configuration.attemptTimeout, cancelMemory: configuration.dedupeWindow)
         settings.outcomeWriteBound = configuration.outcomeWriteBound
         self.processor = DeliveryProcessor(
@@ -225,11 +230,14 @@ public final class PushWorkerService: Service, Sendable {
             metrics.setInFlight(coordinator.inFlightCount)
             metrics.setAssigned(coordinator.owned.count)
             let suspended = processor.credentials.suspended(now: Date())
-            for app in processor.settings.apps.sorted() {
+            for app in processor.settings.iosApps.sorted() {
                 for environment in APNsEnvironment.allCases {
-                    metrics.setSuspended(app: app, environment: environment.rawValue,
+                    metrics.setSuspended(app: app, platform: .ios, environment: environment.rawValue,
                                          suspended.contains(CredentialScope(app: app, environment: environment)))
                 }
+            }
+            for app in processor.settings.androidApps.sorted() {
+                metrics.setSuspended(app: app, platform: .android, environment: "fcm", suspended.contains(.fcm(app: app)))
             }
             metrics.setOldestUnfinished(coordinator.oldestUnfinished(), owned: Set(coordinator.owned))
             metrics.setMemory(dedupeEvictions: processor.dedupe.evictions, cancelsRemembered: processor.cancels.count,

@@ -2,33 +2,60 @@ import APNs
 import CallContract
 import Foundation
 
-/// One VoIP push the worker asks APNs to deliver.
+/// One ring push the worker asks a push service to deliver: an APNs VoIP push to an iPhone, or an
+/// FCM high-priority data message to an Android phone (``platform``).
 public struct VoIPPush: Sendable, Hashable {
     /// Key into the worker's app configuration (bundle id, credentials).
     public var app: String
     public var deviceToken: String
-    public var environment: APNsEnvironment
+    /// The push service: APNs (`ios`) or FCM (`android`).
+    public var platform: DevicePlatform
+    /// iOS: the APNs environment of the token; nil for Android.
+    public var environment: APNsEnvironment?
     public var apnsID: String
-    /// `apns-expiration`: the ring deadline (APNs stops trying after it).
+    /// iOS: `apns-expiration`; Android: `android.ttl` is the time left to it. The ring deadline.
     public var expiration: Date
+    /// iOS: the VoIP payload JSON.
     public var payload: Data
+    /// Android: the FCM data message (``VoIPPayload/fcmData()``).
+    public var data: [String: String]
+    /// Android: `android.collapse_key` (the call id).
+    public var collapseKey: String
     /// The attempt must be answered by then (the worker passes the ring deadline, capped by its timeout).
     public var deadline: Date
 
+    /// An APNs VoIP push to an iPhone.
     public init(app: String, deviceToken: String, environment: APNsEnvironment, apnsID: String,
                 expiration: Date, payload: Data, deadline: Date) {
         self.app = app
         self.deviceToken = deviceToken
+        self.platform = .ios
         self.environment = environment
         self.apnsID = apnsID
         self.expiration = expiration
         self.payload = payload
+        self.data = [:]
+        self.collapseKey = ""
+        self.deadline = deadline
+    }
+
+    /// An FCM data message to an Android phone.
+    public init(app: String, fcmToken: String, data: [String: String], collapseKey: String, expiration: Date, deadline: Date) {
+        self.app = app
+        self.deviceToken = fcmToken
+        self.platform = .android
+        self.environment = nil
+        self.apnsID = ""
+        self.expiration = expiration
+        self.payload = Data()
+        self.data = data
+        self.collapseKey = collapseKey
         self.deadline = deadline
     }
 }
 
-/// What one push attempt came to, as the worker needs it (the APNs adapter maps the client's
-/// typed outcome to this).
+/// What one push attempt came to, as the worker needs it (the APNs and FCM adapters map their
+/// client's typed outcome to this, FCM's onto the same dispositions).
 public struct PushAttempt: Sendable, Hashable {
     /// What to do next (reference/apns.md's classification, as the APNs client reports it).
     public typealias Disposition = APNSDisposition
@@ -43,9 +70,12 @@ public struct PushAttempt: Sendable, Hashable {
     public var timestamp: Date?
     /// A floor for the next retry's delay (e.g. after 429).
     public var minimumRetryDelay: Duration
+    /// Set when FCM answered (Android): what the status carries as `fcm` instead of `apns`.
+    public var fcm: CallStatus.FCMDetails?
 
     public init(disposition: Disposition, status: Int? = nil, reason: String? = nil, apnsID: String? = nil,
-                uniqueID: String? = nil, timestamp: Date? = nil, minimumRetryDelay: Duration = .zero) {
+                uniqueID: String? = nil, timestamp: Date? = nil, minimumRetryDelay: Duration = .zero,
+                fcm: CallStatus.FCMDetails? = nil) {
         self.disposition = disposition
         self.status = status
         self.reason = reason
@@ -53,17 +83,21 @@ public struct PushAttempt: Sendable, Hashable {
         self.uniqueID = uniqueID
         self.timestamp = timestamp
         self.minimumRetryDelay = minimumRetryDelay
+        self.fcm = fcm
     }
 
-    var details: CallStatus.APNsDetails {
-        .init(id: apnsID, uniqueId: uniqueID, status: status, reason: reason, timestamp: timestamp)
+    /// The status's `apns` (nil for an FCM answer, which goes to `fcm`).
+    var details: CallStatus.APNsDetails? {
+        guard fcm == nil else { return nil }
+        return .init(id: apnsID, uniqueId: uniqueID, status: status, reason: reason, timestamp: timestamp)
     }
 }
 
-/// Sends VoIP pushes (the APNs client in production, a fake in tests).
+/// Sends ring pushes (``PlatformPushSender`` over the APNs and FCM clients in production, a fake in tests).
 public protocol VoIPPushSending: Sendable {
     /// Sends one push; never throws, never hangs past `push.deadline`. After `ExpiredProviderToken`
-    /// the sender has renewed the token itself (the APNs client does, at most once per token).
+    /// the sender has renewed the token itself (the APNs client does, at most once per token; the
+    /// FCM client renews its access token on a 401 inside one send).
     func send(_ push: VoIPPush) async -> PushAttempt
 }
 

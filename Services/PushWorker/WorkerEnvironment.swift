@@ -1,6 +1,7 @@
 import APNs
 import CallContract
 import CallpushCore
+import FCM
 import Foundation
 import Kafka
 
@@ -12,13 +13,16 @@ import Kafka
 /// |---|---|---|
 /// | `CALLPUSH_KAFKA_BOOTSTRAP` | required | comma-separated brokers |
 /// | `CALLPUSH_KAFKA_<PROPERTY>` | — | any librdkafka property, `_` → `.` (e.g. `CALLPUSH_KAFKA_SECURITY_PROTOCOL=SASL_SSL`); values may be `file:/path` or `env:NAME` |
-/// | `CALLPUSH_APPS_FILE` | required | JSON file of apps and their APNs credentials (see `AppsFile`) |
+/// | `CALLPUSH_APPS_FILE` | required | JSON file of apps and their APNs credentials and FCM service accounts (see `AppsFile`) |
 /// | `CALLPUSH_ACK_SECRET_FILE` / `CALLPUSH_ACK_SECRET` | required | ≥ 32-byte secret shared with dispatch for ack tokens |
 /// | `CALLPUSH_APNS_PRODUCTION_ENDPOINT` | `api.push.apple.com:443` | `host:port` |
 /// | `CALLPUSH_APNS_SANDBOX_ENDPOINT` | `api.sandbox.push.apple.com:443` | `host:port` |
 /// | `CALLPUSH_APNS_CA_FILE` | — | extra CA to trust (e.g. the simulator's); verification stays on |
 /// | `CALLPUSH_APNS_CONNECTIONS` | 2 | connections per (credential, environment) |
-/// | `CALLPUSH_APNS_TIMEOUT_MS` | 5000 | longest wait for one APNs answer |
+/// | `CALLPUSH_APNS_TIMEOUT_MS` | 5000 | longest wait for one APNs (or FCM) answer |
+/// | `CALLPUSH_FCM_ENDPOINT` | `https://fcm.googleapis.com` | FCM HTTP v1 base URL |
+/// | `CALLPUSH_FCM_CA_FILE` | — | extra CA to trust for FCM and its token endpoint (e.g. the simulator's); verification stays on |
+/// | `CALLPUSH_FCM_CONNECTIONS` | 2 | HTTP/2 connections to FCM |
 /// | `CALLPUSH_GROUP_ID` | `callpush-push-worker` | consumer group |
 /// | `CALLPUSH_GROUP_INSTANCE_ID` | — | static membership: only with identities that survive a replacement (StatefulSet ordinal) |
 /// | `CALLPUSH_WORKER_ID` | `POD_NAME` or host name | written into statuses |
@@ -34,7 +38,11 @@ import Kafka
 public struct WorkerEnvironment: Sendable {
     public var worker: PushWorkerConfiguration
     public var apns: APNSClientConfiguration
+    /// Apps with APNs credentials.
     public var apps: [APNSAppID: APNSApp]
+    public var fcm = FCMClientConfiguration()
+    /// Apps with an FCM service account.
+    public var fcmApps: [FCMAppID: FCMApp] = [:]
     public var ackSecret: [UInt8]
     public var httpHost = "0.0.0.0"
     public var httpPort = 9090
@@ -73,6 +81,17 @@ public struct WorkerEnvironment: Sendable {
         if let value = env["CALLPUSH_APNS_SANDBOX_ENDPOINT"] { apns.sandboxEndpoint = try endpoint(value, key: "CALLPUSH_APNS_SANDBOX_ENDPOINT") }
         if let path = env["CALLPUSH_APNS_CA_FILE"] { apns.additionalTrustedCAPEM = [try reader.file(path, key: "CALLPUSH_APNS_CA_FILE")] }
 
+        var fcm = FCMClientConfiguration()
+        fcm.requestTimeout = .milliseconds(timeoutMs)
+        fcm.connections = try reader.int("CALLPUSH_FCM_CONNECTIONS", default: fcm.connections, in: 1...64)
+        if let value = env["CALLPUSH_FCM_ENDPOINT"] {
+            guard let url = URL(string: value), url.scheme == "https", url.host != nil, url.path.isEmpty || url.path == "/" else {
+                throw ConfigurationError("CALLPUSH_FCM_ENDPOINT", "expected an https URL without a path (https://host[:port])")
+            }
+            fcm.endpoint = value.hasSuffix("/") ? String(value.dropLast()) : value
+        }
+        if let path = env["CALLPUSH_FCM_CA_FILE"] { fcm.additionalTrustedCAPEM = [try reader.file(path, key: "CALLPUSH_FCM_CA_FILE")] }
+
         let appsPath = try reader.required("CALLPUSH_APPS_FILE")
         let apps = try AppsFile.load(path: appsPath, reader: reader)
         guard let secret = try reader.secret("CALLPUSH_ACK_SECRET") else {
@@ -81,7 +100,9 @@ public struct WorkerEnvironment: Sendable {
         guard secret.utf8.count >= 32 else {
             throw ConfigurationError("CALLPUSH_ACK_SECRET", "must be at least 32 bytes (it is \(secret.utf8.count))")
         }
-        var loaded = WorkerEnvironment(worker: worker, apns: apns, apps: apps, ackSecret: Array(secret.utf8))
+        var loaded = WorkerEnvironment(worker: worker, apns: apns, apps: apps.apns, ackSecret: Array(secret.utf8))
+        loaded.fcm = fcm
+        loaded.fcmApps = apps.fcm
         loaded.warnings = reader.warnings
         loaded.httpHost = env["CALLPUSH_HTTP_HOST"] ?? loaded.httpHost
         loaded.httpPort = try reader.int("CALLPUSH_HTTP_PORT", default: loaded.httpPort, in: 0...65_535)

@@ -51,43 +51,57 @@ public final class WorkerMetrics: Sendable {
 
     private struct OutcomeLabels: Hashable, Sendable {
         var app: String?
+        var platform: DevicePlatform?
         var state: CallStatus.State
         var reason: String?
     }
     private let outcomes = Memo<OutcomeLabels, Counter>()
-    private let apnsLatencies = Memo<String, DurationHistogram>()
+    private struct LatencyLabels: Hashable, Sendable {
+        var app: String
+        var platform: DevicePlatform
+    }
+    private let pushLatencies = Memo<LatencyLabels, DurationHistogram>()
+
+    /// The platform as a label: `ios`, `android`, or `none` (an event too broken to have a device).
+    static func platformLabel(_ platform: DevicePlatform?) -> String { platform?.rawValue ?? "none" }
 
     /// A delivery ended (or an event was rejected) in `state`.
-    func outcome(app: String?, state: CallStatus.State, reason: String?) {
-        outcomes.value(for: OutcomeLabels(app: app, state: state, reason: reason)) {
-            registry.makeCounter(descriptor: Self.name("deliveries", "total", "Deliveries by final state, app and reason."),
-                                 labels: [("app", Self.clip(app)), ("state", state.rawValue), ("reason", Self.clip(reason))])
+    func outcome(app: String?, platform: DevicePlatform?, state: CallStatus.State, reason: String?) {
+        outcomes.value(for: OutcomeLabels(app: app, platform: platform, state: state, reason: reason)) {
+            registry.makeCounter(descriptor: Self.name("deliveries", "total", "Deliveries by final state, app, platform and reason."),
+                                 labels: [("app", Self.clip(app)), ("platform", Self.platformLabel(platform)), ("state", state.rawValue),
+                                          ("reason", Self.clip(reason))])
         }.increment()
         if state == .duplicate { dedupeHits.increment() }
     }
 
-    func retry(app: String, reason: String?) {
-        registry.makeCounter(descriptor: Self.name("retries", "total", "Push attempts that will be retried, by app and reason."),
-                             labels: [("app", Self.clip(app)), ("reason", Self.clip(reason))]).increment()
+    func retry(app: String, platform: DevicePlatform, reason: String?) {
+        registry.makeCounter(descriptor: Self.name("retries", "total", "Push attempts that will be retried, by app, platform and reason."),
+                             labels: [("app", Self.clip(app)), ("platform", platform.rawValue), ("reason", Self.clip(reason))]).increment()
     }
 
-    func deadLetter(code: String) {
-        registry.makeCounter(descriptor: Self.name("dead_letters", "total", "Events written to the DLQ, by error code."),
-                             labels: [("error", Self.clip(code))]).increment()
+    func deadLetter(code: String, platform: DevicePlatform?) {
+        registry.makeCounter(descriptor: Self.name("dead_letters", "total", "Events written to the DLQ, by error code and platform."),
+                             labels: [("error", Self.clip(code)), ("platform", Self.platformLabel(platform))]).increment()
     }
 
-    func apnsLatency(app: String, _ duration: Duration) {
-        apnsLatencies.value(for: app) {
-            registry.makeDurationHistogram(descriptor: Self.name("apns_latency", "seconds", "Time from sending a push to APNs' answer."),
-                                           labels: [("app", Self.clip(app))], buckets: Self.latencyBuckets)
+    /// Time from sending a push to its service's answer: `apns_latency` for iPhones (as before
+    /// Android devices existed), `fcm_latency` for Android phones.
+    func pushLatency(app: String, platform: DevicePlatform, _ duration: Duration) {
+        pushLatencies.value(for: LatencyLabels(app: app, platform: platform)) {
+            let descriptor = switch platform {
+            case .ios: Self.name("apns_latency", "seconds", "Time from sending a push to APNs' answer.")
+            case .android: Self.name("fcm_latency", "seconds", "Time from sending an FCM message to FCM's answer (access token included).")
+            }
+            return registry.makeDurationHistogram(descriptor: descriptor, labels: [("app", Self.clip(app))], buckets: Self.latencyBuckets)
         }.record(duration)
     }
 
-    /// 1 while the app's pushes in `environment` are held (suspended, or waiting for a probe) after
-    /// APNs refused its credentials there.
-    func setSuspended(app: String, environment: String, _ suspended: Bool) {
-        registry.makeGauge(descriptor: Self.name("app_suspended", "", "1 while an app's pushes in an APNs environment are held after APNs refused its credentials there."),
-                           labels: [("app", Self.clip(app)), ("environment", environment)]).set(to: suspended ? 1 : 0)
+    /// 1 while the app's pushes with one credential are held (suspended, or waiting for a probe)
+    /// after its push service refused it: APNs in an environment, or FCM (`environment` `fcm`).
+    func setSuspended(app: String, platform: DevicePlatform, environment: String, _ suspended: Bool) {
+        registry.makeGauge(descriptor: Self.name("app_suspended", "", "1 while an app's pushes with one credential (APNs environment, or FCM) are held after the push service refused it."),
+                           labels: [("app", Self.clip(app)), ("platform", platform.rawValue), ("environment", environment)]).set(to: suspended ? 1 : 0)
     }
 
     /// An outcome record the topic refused for good (`OutcomeWriteFailure.permanent`).

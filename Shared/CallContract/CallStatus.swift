@@ -5,7 +5,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
     /// The states of a delivery. Terminal worker states end a delivery; `reported` / `suppressed`
     /// come later, from the device through dispatch's ack endpoint.
     public enum State: String, Sendable, Hashable, Codable, CaseIterable {
-        /// APNs accepted the push.
+        /// APNs (or FCM, for an Android device) accepted the push.
         case sent
         /// A retryable outcome; another attempt follows (before the ring deadline).
         case retrying
@@ -69,6 +69,39 @@ public struct CallStatus: Sendable, Hashable, Codable {
         }
     }
 
+    /// What FCM answered to the attempt this status reports (Android devices; `apns` is then absent).
+    public struct FCMDetails: Sendable, Hashable, Codable {
+        /// FCM's message name, `projects/<project>/messages/<id>`, when FCM accepted the message.
+        public var name: String?
+        /// HTTP status, nil when no response arrived (timeout, connection lost, no access token).
+        public var status: Int?
+        /// FCM's error code verbatim (`UNREGISTERED`, `QUOTA_EXCEEDED`, …), or the client's code
+        /// for a failure without an FCM answer (`timeout`, `token-unavailable`, …).
+        public var errorCode: String?
+
+        public init(name: String? = nil, status: Int? = nil, errorCode: String? = nil) {
+            self.name = name
+            self.status = status
+            self.errorCode = errorCode
+        }
+
+        enum CodingKeys: String, CodingKey { case name, status, errorCode }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.optionalString(.name, maxBytes: 512)
+            status = try c.optionalInt(.status, in: 0...999)
+            errorCode = try c.optionalString(.errorCode, maxBytes: 128)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(name, forKey: .name)
+            try c.encode(status, forKey: .status)
+            try c.encode(errorCode, forKey: .errorCode)
+        }
+    }
+
     /// Why a delivery failed, was rejected, or was suppressed on the device.
     public struct ErrorInfo: Sendable, Hashable, Codable {
         /// Stable machine code: a contract error code, an APNs reason, a CallKit error name.
@@ -96,7 +129,10 @@ public struct CallStatus: Sendable, Hashable, Codable {
     public var attempt: Int
     public var replay: Int
     public var at: Date
+    /// What APNs answered (iOS devices).
     public var apns: APNsDetails?
+    /// What FCM answered (Android devices); absent from statuses of iOS devices.
+    public var fcm: FCMDetails?
     public var error: ErrorInfo?
     /// Which worker (or dispatch instance) wrote the status.
     public var worker: String
@@ -110,7 +146,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
     public init(
         callId: String, deviceId: String? = nil, deviceKey: String? = nil, app: String? = nil,
         state: State, attempt: Int = 0, replay: Int = 0, at: Date, apns: APNsDetails? = nil,
-        error: ErrorInfo? = nil, worker: String, tenant: String? = nil
+        fcm: FCMDetails? = nil, error: ErrorInfo? = nil, worker: String, tenant: String? = nil
     ) {
         self.callId = callId
         self.deviceId = deviceId
@@ -121,13 +157,14 @@ public struct CallStatus: Sendable, Hashable, Codable {
         self.replay = replay
         self.at = at
         self.apns = apns
+        self.fcm = fcm
         self.error = error
         self.worker = worker
         self.tenant = tenant
     }
 
     enum CodingKeys: String, CodingKey {
-        case callId, deviceId, deviceKey, app, state, attempt, replay, at, apns, error, worker, tenant
+        case callId, deviceId, deviceKey, app, state, attempt, replay, at, apns, fcm, error, worker, tenant
     }
 
     public init(from decoder: any Decoder) throws {
@@ -141,6 +178,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
         self.replay = try c.optionalInt(.replay, in: RingRequest.Limits.replay) ?? 0
         self.at = try c.requiredTimestamp(.at)
         self.apns = try c.decodeIfPresent(APNsDetails.self, forKey: .apns)
+        self.fcm = try c.decodeIfPresent(FCMDetails.self, forKey: .fcm)
         self.error = try c.decodeIfPresent(ErrorInfo.self, forKey: .error)
         self.worker = try c.optionalString(.worker, maxBytes: 256, allowEmpty: true) ?? ""
         self.tenant = try c.optionalTenant(.tenant)
@@ -157,6 +195,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
         try c.encode(replay, forKey: .replay)
         try c.encode(ContractCoding.format(at), forKey: .at)
         try c.encode(apns, forKey: .apns)
+        try c.encodeIfPresent(fcm, forKey: .fcm)
         try c.encode(error, forKey: .error)
         try c.encode(worker, forKey: .worker)
         try c.encodeIfPresent(tenant, forKey: .tenant)
@@ -196,6 +235,13 @@ public struct CallStatus: Sendable, Hashable, Codable {
                 }
             } else {
                 json.null("error")
+            }
+            if let fcm {
+                json.member("fcm") { json in
+                    Self.nullable(&json, "errorCode", fcm.errorCode) { $0.member("errorCode", $1) }
+                    Self.nullable(&json, "name", fcm.name) { $0.member("name", $1) }
+                    Self.nullable(&json, "status", fcm.status) { $0.member("status", $1) }
+                }
             }
             json.member("replay", replay)
             json.member("state", state.rawValue)

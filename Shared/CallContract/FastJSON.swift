@@ -267,16 +267,14 @@ extension FastJSON {
 }
 
 extension Device {
-    static let fastKeys: Set<String> = ["token", "environment", "id"]
+    static let fastKeys: Set<String> = ["token", "environment", "id", "platform"]
 
     public init?(fast value: FastJSON.Value) {
-        guard value.onlyKeys(Self.fastKeys),
-              case .string(let token)? = value["token"], FastJSON.fits(token, maxBytes: 256), Device.tokenProblem(token) == nil,
-              case .string(let environmentText)? = value["environment"], let environment = APNsEnvironment(rawValue: environmentText),
-              let id = value.text("id")
+        guard value.onlyKeys(Self.fastKeys), case .string(let token)? = value["token"],
+              let environment = value.text("environment"), let platform = value.text("platform"), let id = value.text("id"),
+              let device = Device.validated(token: token, environment: environment, platform: platform, id: id)
         else { return nil }
-        if let id, !FastJSON.fits(id, maxBytes: 128) { return nil }
-        self.init(token: token, environment: environment, id: id)
+        self = device
     }
 }
 

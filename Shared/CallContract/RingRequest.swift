@@ -103,7 +103,8 @@ public struct RingRequest: Sendable, Hashable, Codable {
 
     /// Applies the decoder's rules for the event's own fields to a value built in code (dispatch
     /// builds events from a request whose device and caller already passed their decoders):
-    /// call id, app name, deadline after `requestedAt`, maximum duration, attributes, replay.
+    /// call id, app name, deadline after `requestedAt`, maximum duration, attributes, the device's
+    /// platform and environment going together, replay.
     /// A value that passes encodes to an event ``CallRequest/decode(_:)`` accepts as equal.
     public func validate() throws(ContractError) {
         guard CallID.normalize(callId) == callId else { throw ContractError(.invalidValue, path: "callId", "not a UUID") }
@@ -126,6 +127,7 @@ public struct RingRequest: Sendable, Hashable, Codable {
                                 "must be between \(Limits.maxDurationSeconds.lowerBound) and \(Limits.maxDurationSeconds.upperBound)")
         }
         if let problem = Self.attributesProblem(attributes, path: "attributes") { throw problem }
+        if let (field, problem) = device.consistencyProblem { throw ContractError(.invalidValue, path: "device.\(field)", problem) }
         guard Limits.replay.contains(replay) else {
             throw ContractError(.invalidValue, path: "replay", "must be between \(Limits.replay.lowerBound) and \(Limits.replay.upperBound)")
         }

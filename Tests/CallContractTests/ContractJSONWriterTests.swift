@@ -49,8 +49,11 @@ import Testing
     }
 
     func ring(_ g: inout Generator) -> RingRequest {
+        // One ring in four is for an Android device (no environment, `platform` written).
         RingRequest(
-            callId: UUID().uuidString.lowercased(), app: g.string(), device: Device(token: g.string(), environment: g.bool() ? .sandbox : .production, id: g.optional { $0.string() }),
+            callId: UUID().uuidString.lowercased(), app: g.string(),
+            device: g.int(0...3) == 0 ? Device(fcmToken: g.string(), id: g.optional { $0.string() })
+                : Device(token: g.string(), environment: g.bool() ? .sandbox : .production, id: g.optional { $0.string() }),
             caller: Caller(handle: g.string(), handleType: Caller.HandleType.allCases[g.int(0...2)], displayName: g.optional { $0.string() }),
             hasVideo: g.bool(), requestedAt: g.date(), ringDeadline: g.date(), maxDurationSeconds: g.optional { $0.int(-5...90_000) },
             attributes: g.attributes(), replay: g.int(0...1_200), tenant: g.optional { $0.bool() ? "taxi-1" : $0.string() })
@@ -76,10 +79,13 @@ import Testing
                                        timestamp: g.optional { $0.date() })
             }
             let error = g.optional { g in CallStatus.ErrorInfo(code: g.string(), message: g.optional { $0.string() }, domain: g.optional { $0.string() }) }
+            let fcm = g.optional { g in
+                CallStatus.FCMDetails(name: g.optional { $0.string() }, status: g.optional { $0.int(-1...600) }, errorCode: g.optional { $0.string() })
+            }
             let status = CallStatus(
                 callId: g.string(), deviceId: g.optional { $0.string() }, deviceKey: g.optional { $0.string() }, app: g.optional { $0.string() },
                 state: CallStatus.State.allCases[g.int(0...(CallStatus.State.allCases.count - 1))], attempt: g.int(0...9), replay: g.int(0...3),
-                at: g.date(), apns: apns, error: error, worker: g.string(), tenant: g.optional { $0.string() })
+                at: g.date(), apns: apns, fcm: fcm, error: error, worker: g.string(), tenant: g.optional { $0.string() })
             #expect(try status.encoded() == ContractCoding.encode(status), "seed \(seed)")
         }
     }

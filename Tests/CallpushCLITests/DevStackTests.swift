@@ -59,6 +59,36 @@ import Testing
         }
     }
 
+    /// One call to an iPhone and an Android phone through the dev stack: the APNs simulator gets
+    /// the VoIP push, the FCM simulator the data message, dispatch reports both sent.
+    @Test func aCallToAnIPhoneAndAnAndroidPhoneRingsBothSimulators() async throws {
+        try await withDevStack { stack, state in
+            #expect(state.fcmCAPath.map { FileManager.default.fileExists(atPath: $0) } == true, "the FCM simulator's CA is written for clients")
+            let http = HTTPExchange(baseURL: try #require(URL(string: state.dispatchURL)), timeout: .seconds(10), caFile: nil)
+            let iphone = String(repeating: "6f", count: 32)
+            let android = "dev-0a1b:APA91b" + String(repeating: "Xy_9-", count: 24)
+            let body = #"{"app":"\#(state.app)","devices":[{"token":"\#(iphone)","environment":"sandbox"},{"platform":"android","token":"\#(android)"}],"caller":{"handle":"driver-1"}}"#
+            let answer = try await http.send(.POST, "/v1/calls", headers: [("Authorization", "Bearer \(state.apiKey)"), ("Content-Type", "application/json")],
+                                             body: Array(body.utf8))
+            #expect(answer.status == 202, "\(String(decoding: answer.body, as: UTF8.self))")
+            let callId = try #require((try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["callId"] as? String)
+            let deadline = ContinuousClock.now + .seconds(30)
+            var states: [String] = []
+            while states != ["sent", "sent"] && ContinuousClock.now < deadline {
+                let view = try await http.send(.GET, "/v1/calls/\(callId)", headers: [("Authorization", "Bearer \(state.apiKey)")])
+                let json = try? JSONSerialization.jsonObject(with: Data(view.body)) as? [String: Any]
+                states = ((json?["deliveries"] as? [[String: Any]]) ?? []).compactMap { $0["state"] as? String }
+                if states != ["sent", "sent"] { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(states == ["sent", "sent"], "dispatch reports both deliveries sent")
+            #expect(stack.simulator.pushes().filter { $0.deviceToken == iphone }.count == 1, "the iPhone rang once")
+            let messages = stack.fcmSimulator.messages().filter { $0.token == android }
+            try #require(messages.count == 1, "the Android phone rang once")
+            #expect(messages[0].data["callId"] == callId)
+            #expect(messages[0].android?.priority == "HIGH")
+        }
+    }
+
     @Test func theDemoEndsWithItsFourOutcomes() async throws {
         try await withDevStack { stack, state in
             let lines = Locked<[String]>([])

@@ -1,5 +1,6 @@
 import APNsSimulator
 import CallContract
+import FCMSimulator
 import Foundation
 import Kafka
 import Logging
@@ -62,6 +63,17 @@ final class CapturedLogs: Sendable {
             #expect(answer.status == 202)
             if let id = (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["callId"] as? String { callIds.append(id) }
         }
+        // Android phones through the FCM simulator: one rings, one token is dead (UNREGISTERED).
+        let androidGood = "aG00d:APA91b" + String(repeating: "Qw3_Er-Ty", count: 15)
+        let androidDead = "aDeAd:APA91b" + String(repeating: "Zx9-Cv_Bn", count: 15)
+        var fcmFaults = FCMSimulatorFaults()
+        fcmFaults.tokenOutcomes[androidDead] = .unregistered
+        stack.fcmSimulator.setFaults(fcmFaults)
+        for token in [androidGood, androidDead] {
+            let body = #"{"app":"\#(state.app)","devices":[{"platform":"android","token":"\#(token)"}],"caller":{"handle":"driver-1"}}"#
+            let answer = try await http.send(.POST, "/v1/calls", headers: auth, body: Array(body.utf8))
+            #expect(answer.status == 202)
+        }
         // Refused requests: a wrong API key, a bad token.
         let wrongKey = "cpdev_wrong_" + String(repeating: "9", count: 40)
         let refused = try await http.send(.POST, "/v1/calls", headers: [("Authorization", "Bearer \(wrongKey)"), ("Content-Type", "application/json")],
@@ -101,7 +113,12 @@ final class CapturedLogs: Sendable {
         for line in ["push sent", "push failed", "event rejected"] {
             #expect(text.contains(line), "the capture has the worker's \"\(line)\" record (\(logs.count) records)")
         }
-        for (what, secret) in [("device token", good), ("dead device token", dead), ("refused token", badToken),
+        while !stack.fcmSimulator.messages().contains(where: { $0.token == androidGood }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(stack.fcmSimulator.messages().contains { $0.token == androidGood }, "the Android phone rang")
+        for (what, secret) in [("device token", good), ("dead device token", dead), ("Android token", androidGood),
+                               ("dead Android token", androidDead), ("refused token", badToken),
                                ("invalid event's token", invalidToken), ("API key", state.apiKey), ("wrong API key", wrongKey),
                                ("ack token", payload.ackToken)] {
             #expect(!text.contains(secret.lowercased()), "the logs contain the \(what)")

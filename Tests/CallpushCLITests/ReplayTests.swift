@@ -57,6 +57,24 @@ import Testing
         await bed.stop()
     }
 
+    /// An Android ring FCM answered UNREGISTERED comes back as the next generation, platform and
+    /// token (case kept) unchanged.
+    @Test func anAndroidRingIsReplayedWithItsPlatformAndToken() async throws {
+        let bed = try CLITestbed.start()
+        var android = CLITestbed.ring()
+        android.device = Device(fcmToken: "fA3-x_Q:APA91bZ" + String(repeating: "Kp9_Lm-", count: 20), id: "pixel-1")
+        try await bed.produce([try bed.deadLetter(android, error: "UNREGISTERED")])
+        let summary = try await replay(bed, ["--error-code", "UNREGISTERED"])
+        #expect(summary.counts.replayed == 1)
+        let published = try await replayed(bed)
+        try #require(published.count == 1)
+        var expected = android
+        expected.replay = 1
+        #expect(published[0] == expected)
+        #expect(published[0].device.platform == .android && published[0].device.environment == nil)
+        await bed.stop()
+    }
+
     @Test func dryRunListsWithoutPublishingOrMovingThePosition() async throws {
         let bed = try CLITestbed.start()
         let ring = CLITestbed.ring()

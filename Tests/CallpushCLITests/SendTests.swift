@@ -109,6 +109,27 @@ import Testing
         }
     }
 
+    @Test func anAndroidDeviceIsSentWithItsPlatformAndVerbatimTokenAndNoEnvironment() async throws {
+        try await withDispatch { fake, port in
+            let fcmToken = "cXk9Zq3RTpu0:APA91bHqL0v_3Zr9Xw2yKpT6nS1dF4gH7jK0lM3nB6vC9xZ2aQ5wE8rT1yU4iO7pA0sD3fG6hJ9kL2zX5cV8bN1mQ4wE7r"
+            let command = try parse(SendCommand.self, ["send", "--url", "http://127.0.0.1:\(port)", "--app", "rider",
+                                                       "--platform", "android", "--token", fcmToken])
+            let status = try await command.execute(environment: ["CALLPUSH_API_KEY": "test-key-123"], output: CapturedOutput().output)
+            #expect(status == 0)
+            let body = try #require(fake.recorded.first?.body)
+            let device = try #require((body["devices"] as? [[String: Any]])?.first)
+            #expect(device["platform"] as? String == "android")
+            #expect(device["token"] as? String == fcmToken, "not lower-cased: FCM tokens are case-sensitive")
+            #expect(device["environment"] == nil)
+        }
+        #expect(throws: (any Error).self, "an FCM token with a slash is refused") {
+            _ = try parse(SendCommand.self, ["send", "--url", "http://127.0.0.1:1", "--app", "rider", "--platform", "android", "--token", "a/b"])
+        }
+        #expect(throws: (any Error).self) {
+            _ = try parse(SendCommand.self, ["send", "--url", "http://127.0.0.1:1", "--app", "rider", "--platform", "web", "--token", token])
+        }
+    }
+
     @Test func waitFollowsTheEventsAndFailsUnlessTheCallWasDelivered() async throws {
         try await withDispatch { fake, port in
             let output = CapturedOutput()

@@ -26,6 +26,11 @@ func hexToken(_ seed: Int, digits: Int = 64) -> String {
     return String((String(repeating: "0", count: digits) + base).suffix(digits))
 }
 
+/// An FCM registration token (mixed case, `:`, `-`, `_`), distinct per seed.
+func androidToken(_ seed: Int) -> String {
+    "dF\(seed)x-Q_7:APA91b" + String(repeating: "Hk3_Lp-Z", count: 18)
+}
+
 /// A ring body as a backend would send it.
 func ringBody(callId: String? = CallID.make(), tokens: [String] = [hexToken(0xabc)], app: String = "rider",
               ringTimeoutSeconds: Int? = nil, attributes: [String: String] = ["rideId": "R-1"]) -> [String: Any] {

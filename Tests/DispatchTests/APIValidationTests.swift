@@ -62,6 +62,20 @@ import Testing
              status: 400, code: "invalid-value", field: "attributes.room"),
         Case(name: "body too large", body: { json(ringBody(attributes: ["big": String(repeating: "x", count: 20_000)])) },
              status: 413, code: "body-too-large", field: nil),
+        Case(name: "android device with an environment", body: {
+            var b = ringBody(); b["devices"] = [["platform": "android", "token": androidToken(1), "environment": "production"]]; return json(b)
+        }, status: 400, code: "invalid-value", field: "devices[0].environment"),
+        Case(name: "android token with a slash", body: {
+            var b = ringBody(); b["devices"] = [["token": hexToken(1), "environment": "sandbox"], ["platform": "android", "token": "abc/def"]]; return json(b)
+        }, status: 400, code: "invalid-value", field: "devices[1].token"),
+        Case(name: "unknown platform", body: {
+            var b = ringBody(); b["devices"] = [["platform": "web", "token": androidToken(1)]]; return json(b)
+        }, status: 400, code: "invalid-value", field: "devices[0].platform"),
+        Case(name: "FCM data over 4096 bytes", body: {
+            var b = ringBody(attributes: Dictionary(uniqueKeysWithValues: (0..<4).map { ("k\($0)", String(repeating: "v", count: 1000)) }))
+            b["devices"] = [["platform": "android", "token": androidToken(1)]]
+            return json(b)
+        }, status: 400, code: "payload-too-large", field: "attributes"),
     ]
 
     @Test(arguments: cases)
@@ -76,6 +90,28 @@ import Testing
             #expect(problem["field"] as? String == testCase.field)
             #expect((problem["detail"] as? String)?.isEmpty == false)
             #expect(h.publisher.count == 0, "nothing is published for a rejected request")
+        }
+    }
+
+    /// One call to an iPhone and an Android phone: one event each, the Android one with its
+    /// platform and verbatim token and no environment, and a 202 that says which is which.
+    @Test func aCallToAnIPhoneAndAnAndroidPhoneIsAcceptedAsOneEventEach() async throws {
+        try await APIHarness.with { h in
+            var body = ringBody(attributes: Dictionary(uniqueKeysWithValues: (0..<4).map { ("k\($0)", String(repeating: "v", count: 700)) }))
+            body["devices"] = [["token": hexToken(1), "environment": "sandbox", "id": "iphone"],
+                               ["platform": "android", "token": androidToken(2), "id": "pixel"]]
+            let answer = try await h.post("/v1/calls", json(body))
+            #expect(answer.status == 202, "\(answer.text)")
+            let deliveries = answer.json["deliveries"] as? [[String: Any]] ?? []
+            #expect(deliveries.map { $0["environment"] as? String } == ["sandbox", nil])
+            #expect(deliveries.map { $0["platform"] as? String } == [nil, "android"])
+            let rings = h.publisher.records.withLock { $0 }.compactMap { record -> RingRequest? in
+                guard case .ring(let ring)? = try? CallRequest.decode(Data(record.value)) else { return nil }
+                return ring
+            }
+            #expect(rings.map(\.device.platform) == [.ios, .android])
+            #expect(rings.last?.device.token == androidToken(2))
+            #expect(rings.last?.device.environment == nil)
         }
     }
 

@@ -90,7 +90,7 @@ struct Harness {
          now: @escaping @Sendable () -> Date = { Date() }) {
         self.sender = sender
         self.publisher = publisher
-        var settings = DeliveryProcessor.Settings(workerID: "test-worker", apps: ["rider", "taxi"], retry: retry,
+        var settings = DeliveryProcessor.Settings(workerID: "test-worker", apps: ["rider", "taxi"], androidApps: ["rider"], retry: retry,
                                                   attemptTimeout: TestTiming.scaled(.seconds(2)))
         settings.outcomeWriteBound = outcomeWriteBound
         self.processor = DeliveryProcessor(
@@ -112,6 +112,27 @@ func makeRing(token: String = String(repeating: "ab", count: 32), callId: String
     return RingRequest(callId: callId, app: app, device: Device(token: token, environment: .sandbox, id: "dev-1"),
                        caller: Caller(handle: "driver-1", displayName: "Driver"), requestedAt: now.addingTimeInterval(-60),
                        ringDeadline: now.addingTimeInterval(seconds), attributes: ["rideId": "R-1"], replay: replay)
+}
+
+/// An FCM registration token (mixed case, `:`, `-`, `_`), distinct per seed.
+func fcmToken(_ seed: Int) -> String {
+    "eT\(seed)q-Z_4:APA91b" + String(repeating: "Lm7_Kq-R", count: 18)
+}
+
+/// A ring for an Android phone.
+func makeAndroidRing(token: String = fcmToken(1), callId: String = CallID.make(), ringsFor seconds: Double = TestTiming.scaled(seconds: 30),
+                     app: String = "rider") -> RingRequest {
+    var ring = makeRing(callId: callId, ringsFor: seconds, app: app)
+    ring.device = Device(fcmToken: token, id: "pixel-1")
+    return ring
+}
+
+extension PushAttempt {
+    static let fcmSent = PushAttempt(disposition: .sent, status: 200, fcm: .init(name: "projects/p/messages/1", status: 200))
+    static let fcmUnregistered = PushAttempt(disposition: .tokenDead, status: 404, reason: "UNREGISTERED",
+                                             fcm: .init(status: 404, errorCode: "UNREGISTERED"))
+    static let fcmSenderMismatch = PushAttempt(disposition: .credentialsInvalid, status: 403, reason: "SENDER_ID_MISMATCH",
+                                               fcm: .init(status: 403, errorCode: "SENDER_ID_MISMATCH"))
 }
 
 /// A clock the test moves by hand.

@@ -135,3 +135,56 @@ extension WorkerEnvironmentLoading {
         #expect(stateful.worker.groupInstanceID == "push-worker-0", "static membership only when asked for (a StatefulSet ordinal)")
     }
 }
+
+extension WorkerEnvironmentLoading {
+    /// A service-account JSON in the files' directory (the FCM harness's generated account).
+    func writeServiceAccount(_ files: Files, name: String = "firebase.json") throws -> String {
+        let path = files.directory.appendingPathComponent(name).path
+        try FCMHarness.account.json(tokenURI: "https://127.0.0.1:8443/token").write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func anAppGetsItsFCMServiceAccountFromAFileAndAnAppMayBeAndroidOnly() throws {
+        let files = try Files()
+        let accountPath = try writeServiceAccount(files)
+        let keyPath = files.directory.appendingPathComponent("AuthKey.p8").path
+        try #"""
+        {"rider": {"bundleId": "com.example.rider", "auth": "token", "keyFile": "\#(keyPath)", "keyId": "ABC123DEFG", "teamId": "TEAM123456",
+                   "fcm": {"serviceAccountFile": "\#(accountPath)"}},
+         "courier": {"fcm": {"serviceAccountFile": "\#(accountPath)"}}}
+        """#.write(toFile: files.appsPath, atomically: true, encoding: .utf8)
+        var env = files.env
+        env["CALLPUSH_FCM_ENDPOINT"] = "https://fcm.example.test:8443"
+        env["CALLPUSH_FCM_CONNECTIONS"] = "3"
+        let loaded = try WorkerEnvironment.load(env)
+        #expect(loaded.apps.keys.map(\.rawValue) == ["rider"], "only rider has APNs credentials")
+        #expect(Set(loaded.fcmApps.keys.map(\.rawValue)) == ["rider", "courier"])
+        #expect(loaded.fcmApps["courier"]?.serviceAccount.projectID == "callpush-worker-test")
+        #expect(loaded.fcmApps["courier"]?.serviceAccount.tokenURI == "https://127.0.0.1:8443/token")
+        #expect(loaded.fcm.endpoint == "https://fcm.example.test:8443")
+        #expect(loaded.fcm.connections == 3)
+    }
+
+    @Test func aBadServiceAccountIsNamedWithoutItsContent() throws {
+        let files = try Files()
+        let badPath = files.directory.appendingPathComponent("bad.json").path
+        let secretLooking = "-----BEGIN PRIVATE KEY-----not-a-key-----END PRIVATE KEY-----"
+        try #"{"type": "service_account", "project_id": "p", "client_email": "a@b.c", "private_key": "\#(secretLooking)"}"#
+            .write(toFile: badPath, atomically: true, encoding: .utf8)
+        try #"{"courier": {"fcm": {"serviceAccountFile": "\#(badPath)"}}}"#.write(toFile: files.appsPath, atomically: true, encoding: .utf8)
+        let problem = try #require(error(files.env))
+        #expect(problem.key == "CALLPUSH_APPS_FILE courier.fcm.serviceAccountFile")
+        #expect(!problem.description.contains("not-a-key"), "the key is never quoted: \(problem)")
+
+        try #"{"courier": {"fcm": {"serviceAccountFile": "/nonexistent/firebase.json"}}}"#.write(toFile: files.appsPath, atomically: true, encoding: .utf8)
+        #expect(error(files.env)?.key == "CALLPUSH_APPS_FILE courier.fcm.serviceAccountFile")
+
+        try #"{"courier": {}}"#.write(toFile: files.appsPath, atomically: true, encoding: .utf8)
+        #expect(error(files.env)?.description == "CALLPUSH_APPS_FILE courier: needs APNs credentials (bundleId and auth), an fcm service account, or both")
+
+        var env = files.env
+        try #"{"courier": {"fcm": {"serviceAccountFile": "\#(try writeServiceAccount(files))"}}}"#.write(toFile: files.appsPath, atomically: true, encoding: .utf8)
+        env["CALLPUSH_FCM_ENDPOINT"] = "http://fcm.example.test"
+        #expect(error(env)?.key == "CALLPUSH_FCM_ENDPOINT", "plain HTTP is refused")
+    }
+}

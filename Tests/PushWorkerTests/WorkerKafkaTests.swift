@@ -195,9 +195,9 @@ import ServiceLifecycle
             #expect(readyStatus == 200, "ready once partitions are assigned")
             let (metricsStatus, metrics) = try await get("http://127.0.0.1:\(port)/metrics")
             #expect(metricsStatus == 200)
-            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",state="sent",reason="none"} 1"#))
-            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",state="failed",reason="Unregistered"} 1"#))
-            #expect(metrics.contains(#"callpush_worker_dead_letters_total{error="Unregistered"} 1"#))
+            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",platform="ios",state="sent",reason="none"} 1"#))
+            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",platform="ios",state="failed",reason="Unregistered"} 1"#))
+            #expect(metrics.contains(#"callpush_worker_dead_letters_total{error="Unregistered",platform="ios"} 1"#))
             #expect(metrics.contains("callpush_worker_apns_latency_seconds_bucket"))
             #expect(!metrics.contains(ring.device.token) && !metrics.contains(ring.callId), "no tokens or call ids in labels")
             // Gauges are refreshed every 5 s.

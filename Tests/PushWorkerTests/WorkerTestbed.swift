@@ -13,6 +13,8 @@ import Testing
 struct StatusLog: Sendable {
     private(set) var byCall: [String: [CallStatus.State]] = [:]
     private(set) var last: [String: CallStatus] = [:]
+    /// The most recent status of each device (by `deviceKey`).
+    private(set) var lastByDevice: [String: CallStatus] = [:]
     private(set) var counts: [CallStatus.State: Int] = [:]
     /// Calls with at least one terminal outcome.
     private(set) var terminalCalls = 0
@@ -30,8 +32,9 @@ struct StatusLog: Sendable {
         let before = terminal(status.callId).isEmpty
         byCall[status.callId, default: []].append(status.state)
         last[status.callId] = status
+        if let key = status.deviceKey { lastByDevice[key] = status }
         counts[status.state, default: 0] += 1
-        if status.state == .retrying { retryReasons[status.error?.code ?? status.apns?.reason ?? "?", default: 0] += 1 }
+        if status.state == .retrying { retryReasons[status.error?.code ?? status.apns?.reason ?? status.fcm?.errorCode ?? "?", default: 0] += 1 }
         if before && !terminal(status.callId).isEmpty { terminalCalls += 1 }
     }
 
@@ -163,7 +166,7 @@ final class WorkerTestbed: Sendable {
         await cluster.shutdown()
     }
 
-    func startWorker(_ id: String, sender: any VoIPPushSending, maxInFlight: Int = 500) throws -> RunningWorker {
+    func startWorker(_ id: String, sender: any VoIPPushSending, maxInFlight: Int = 500, androidApps: Set<String> = []) throws -> RunningWorker {
         var configuration = PushWorkerConfiguration(kafka: Self.kafka(cluster, id), workerID: id)
         configuration.groupID = "workers-\(topics.requests)"
         configuration.requestsTopic = topics.requests
@@ -178,7 +181,7 @@ final class WorkerTestbed: Sendable {
         configuration.retry = RetryPolicy(base: .milliseconds(20), cap: .milliseconds(200), maxAttempts: 1_000)
         var logger = self.logger
         logger[metadataKey: "worker"] = "\(id)"
-        let service = try PushWorkerService(configuration: configuration, sender: sender, apps: ["rider"],
+        let service = try PushWorkerService(configuration: configuration, sender: sender, apps: ["rider"], androidApps: androidApps,
                                             ackTokens: try AckTokenSigner(secret: testSecret), logger: logger)
         let group = ServiceGroup(services: [service], logger: logger)
         let task = Task { try await group.run() }
