@@ -37,7 +37,8 @@ struct ValidationTests {
 
     @Test("missing, unknown and expired bearer tokens get 401 UNAUTHENTICATED")
     func unauthenticated() async throws {
-        try await SimulatorHarness.with(faults: .init(accessTokenLifetimeSeconds: 1)) { harness in
+        // 5 s tokens: long enough for a loaded machine to use one before it expires.
+        try await SimulatorHarness.with(faults: .init(accessTokenLifetimeSeconds: 5)) { harness in
             for credential in [nil, "ya29.nonsense"] {
                 let answer = try await harness.send(SimulatorHarness.message(), accessToken: credential)
                 #expect(answer.status == 401)
@@ -46,7 +47,7 @@ struct ValidationTests {
             }
             let token = try await harness.accessToken()
             #expect(try await harness.send(SimulatorHarness.message(), accessToken: token).status == 200)
-            try await Task.sleep(for: .milliseconds(1100))
+            try await Task.sleep(for: .milliseconds(5_100))
             #expect(try await harness.send(SimulatorHarness.message(), accessToken: token).status == 401)
             #expect(harness.simulator.messages().count == 1)
         }
