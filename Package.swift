@@ -197,7 +197,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Services/Dispatch"
+            path: "Services/DispatchService"
         ),
 
         .target(

@@ -42,7 +42,7 @@ LEFTOVER_EXTRA_MS = 2_000
 COMMIT_AND_LEAVE_MS = 3_000
 DEFAULT_WORKER_HTTP_PORT = 9090
 PROGRAM_SOURCES = {  # image target -> source directories that must exist to check its env keys
-    "dispatch": ["Services/Dispatch"],
+    "dispatch": ["Services/DispatchService", "Services/dispatch"],
     "push-worker": ["Services/PushWorker", "Services/push-worker"],
     "apns-simulator": ["Services/apns-simulator"],
     "callpush": ["Services/CallpushCLI"],
