@@ -114,9 +114,9 @@ public final class DispatchProducer: EventPublishing, Service {
 /// Deadlines of many concurrent awaits, watched by one shared sweeper task that looks every
 /// `resolution` (and exists only while something is pending).
 ///
-/// A sleeping task per bounded call, cancelled when the call finished first, cost dispatch ~15 %
-/// of its `POST /v1/calls` throughput (5.0k -> 5.8k req/s without it); a deadline here is a heap
-/// insert and a dictionary remove under a lock. An expired deadline fires up to `resolution` late.
+/// A sleeping task per bounded call, cancelled when the call finished first, cost dispatch a
+/// measurable share of its `POST /v1/calls` throughput (docs/benchmarks.md); a deadline here is a
+/// heap insert and a dictionary remove under a lock. An expired deadline fires up to `resolution` late.
 final class Deadlines: Sendable {
     static let shared = Deadlines()
     static let resolution: Duration = .milliseconds(50)

@@ -434,8 +434,8 @@ public struct DeliveryProcessor: Sendable {
 }
 
 /// The log lines of one delivery, keyed by the call, with the device as a key — never the token.
-/// The keyed metadata is built only when a line is written: building it for every delivery was
-/// ~2.5 % of a worker's CPU time under load, at a level where nothing is logged.
+/// The keyed metadata is built only when a line is written: building it for every delivery cost
+/// CPU on every ring at a level where nothing is logged.
 struct DeliveryLog {
     let logger: Logger
     let ring: RingRequest

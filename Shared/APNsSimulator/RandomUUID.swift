@@ -1,6 +1,6 @@
 /// Random (version 4) UUIDs as lower-case text, for the `apns-id` and `apns-unique-id` the
 /// simulator makes up. Foundation's `UUID()` opens and reads `/dev/urandom` on every call on
-/// Linux (an `openat` per answered push: ~8 % of the simulator's samples under h2load);
+/// Linux (an `openat` per answered push, visible in the simulator's profile under h2load);
 /// `SystemRandomNumberGenerator` is one `getrandom` call, and a connection's ``FastRandom`` none.
 enum RandomUUID {
     private static let digits = Array("0123456789abcdef".utf8)
@@ -43,7 +43,7 @@ enum RandomUUID {
 
 /// wyrand (Wang Yi's 64-bit generator): fast, statistically good, not cryptographic. Each simulator connection
 /// seeds one from the system generator for the ids it makes up and its fault sampling (two `getrandom` calls
-/// per answered push were ~5 % of the simulator's time under h2load).
+/// per answered push showed in the simulator's profile under h2load).
 struct FastRandom: RandomNumberGenerator {
     private var state: UInt64
 

@@ -118,7 +118,7 @@ public enum CallID {
     /// The canonical lower-case form of `text`, or nil when it is not a UUID in 8-4-4-4-12 form.
     ///
     /// Checked byte by byte (hex digits, dashes at 8, 13, 18 and 23): `UUID(uuidString:)` parses
-    /// with `sscanf` and formats with `snprintf`, which was ~2 % of dispatch's CPU per ring.
+    /// with `sscanf` and formats with `snprintf`, both on dispatch's per-ring path.
     public static func normalize(_ text: String) -> String? {
         var text = text
         return text.withUTF8 { bytes -> String? in

@@ -6,8 +6,8 @@ import NIOHPACK
 /// ``HPACKHuffman``'s table-driven decoder. One per connection and direction (the dynamic table is the
 /// connection's state). Malformed input throws; the caller treats it as a COMPRESSION_ERROR.
 ///
-/// It replaces NIOHPACK's `HPACKDecoder` on our connections (whose Huffman decoding was ~13 % of the
-/// simulator's time under h2load, which sends `:path` as a Huffman literal on every request) and decodes to
+/// It replaces NIOHPACK's `HPACKDecoder` on our connections (whose Huffman decoding dominated the
+/// simulator's profile under h2load, which sends `:path` as a Huffman literal on every request) and decodes to
 /// the same names and values as that decoder (`HPACKBlockDecoderTests` checks both on the same blocks).
 public struct HPACKBlockDecoder {
     /// Why a block could not be decoded.
