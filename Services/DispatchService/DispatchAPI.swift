@@ -186,7 +186,7 @@ public final class DispatchAPI: Sendable {
         }
         let timedOut = Locked(false)
         let deadline = channel.map { channel in
-            Deadlines.shared.add(after: configuration.bodyTimeout) {
+            DeadlineSweeper.shared.add(after: configuration.bodyTimeout) {
                 timedOut.withLock { $0 = true }
                 channel.close(mode: .input, promise: nil)
             }
@@ -197,7 +197,7 @@ public final class DispatchAPI: Sendable {
         } catch {
             outcome = .failure(error)
         }
-        if let deadline { Deadlines.shared.remove(deadline) }
+        if let deadline { DeadlineSweeper.shared.remove(deadline) }
         if timedOut.withLock({ $0 }) { throw DispatchProblem.bodyTimeout(configuration.bodyTimeout) }
         switch outcome {
         case .success(let buffer): return Data(buffer.readableBytesView)

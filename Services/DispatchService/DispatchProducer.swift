@@ -1,5 +1,4 @@
 import Foundation
-import HeapModule
 import Kafka
 import Logging
 import ServiceLifecycle
@@ -95,7 +94,7 @@ public final class DispatchProducer: EventPublishing, Service {
     /// Runs `body` in its own task and returns its result, or nil when `bound` passes first (the
     /// body keeps running to its own end; librdkafka bounds it by `message.timeout.ms`).
     static func bounded<T: Sendable>(
-        _ bound: Duration, deadlines: Deadlines = .shared, _ body: @escaping @Sendable () async throws -> T
+        _ bound: Duration, deadlines: DeadlineSweeper = .shared, _ body: @escaping @Sendable () async throws -> T
     ) async -> Result<T, any Error>? {
         let once = ResumeOnce<Result<T, any Error>?>()
         return await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
@@ -107,79 +106,6 @@ public final class DispatchProducer: EventPublishing, Service {
                 deadlines.remove(deadline)
                 once.resume(result)
             }
-        }
-    }
-}
-
-/// Deadlines of many concurrent awaits, watched by one shared sweeper task that looks every
-/// `resolution` (and exists only while something is pending).
-///
-/// A sleeping task per bounded call, cancelled when the call finished first, cost dispatch a
-/// measurable share of its `POST /v1/calls` throughput (docs/benchmarks.md); a deadline here is a
-/// heap insert and a dictionary remove under a lock. An expired deadline fires up to `resolution` late.
-final class Deadlines: Sendable {
-    static let shared = Deadlines()
-    static let resolution: Duration = .milliseconds(50)
-
-    private struct Entry {
-        let deadline: ContinuousClock.Instant
-        let expire: @Sendable () -> Void
-    }
-    /// A deadline in the heap; ones removed early stay there until they come up, then are skipped.
-    private struct Due: Comparable {
-        let deadline: ContinuousClock.Instant
-        let id: UInt64
-        static func < (a: Due, b: Due) -> Bool { (a.deadline, a.id) < (b.deadline, b.id) }
-    }
-    private struct State {
-        var entries: [UInt64: Entry] = [:]
-        /// The earliest deadline first: a sweep looks only at what is due, not at every pending call.
-        var due = Heap<Due>()
-        var nextID: UInt64 = 0
-        var sweeping = false
-    }
-    private let state = Locked(State())
-
-    /// Registers `expire` to run once `bound` has passed, unless removed before.
-    func add(after bound: Duration, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
-        let deadline = ContinuousClock.now + bound
-        let (id, startSweeper) = state.withLock { state -> (UInt64, Bool) in
-            state.nextID &+= 1
-            state.entries[state.nextID] = Entry(deadline: deadline, expire: expire)
-            state.due.insert(Due(deadline: deadline, id: state.nextID))
-            defer { state.sweeping = true }
-            return (state.nextID, !state.sweeping)
-        }
-        if startSweeper { Task { await self.sweep() } }
-        return id
-    }
-
-    /// Deadlines not yet expired or removed.
-    var pendingCount: Int { state.withLock { $0.entries.count } }
-
-    /// Forgets a deadline (its call finished first).
-    func remove(_ id: UInt64) {
-        _ = state.withLock { $0.entries.removeValue(forKey: id) }
-    }
-
-    private func sweep() async {
-        while true {
-            try? await Task.sleep(for: Self.resolution)
-            let now = ContinuousClock.now
-            let (expired, more) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
-                var expired: [@Sendable () -> Void] = []
-                while let next = state.due.min, next.deadline <= now {
-                    state.due.removeMin()
-                    if let entry = state.entries.removeValue(forKey: next.id) { expired.append(entry.expire) }
-                }
-                if state.entries.isEmpty {
-                    state.due = Heap()
-                    state.sweeping = false
-                }
-                return (expired, state.sweeping)
-            }
-            for expire in expired { expire() }
-            if !more { return }
         }
     }
 }

@@ -1,14 +1,15 @@
 import Foundation
+import Kafka
 import Testing
 @testable import DispatchService
 
 /// `DispatchProducer.bounded`: a publish or webhook call gives up at its bound (the body may hang),
-/// through the shared deadline sweeper instead of a sleeping task per call.
+/// through the Kafka layer's shared deadline sweeper instead of a sleeping task per call.
 @Suite struct DeadlinesTests {
     struct Failure: Error, Equatable {}
 
     @Test func aBodyThatFinishesGivesItsResultAndLeavesNoDeadlineBehind() async throws {
-        let deadlines = Deadlines()
+        let deadlines = DeadlineSweeper()
         let results = await withTaskGroup(of: Int?.self) { group in
             for index in 0..<200 {
                 group.addTask {
@@ -25,7 +26,7 @@ import Testing
     }
 
     @Test func aBodyThatHangsIsAbandonedAtItsBound() async throws {
-        let deadlines = Deadlines()
+        let deadlines = DeadlineSweeper()
         let (never, continuation) = AsyncStream<Int>.makeStream()
         let started = ContinuousClock.now
         let outcome = await DispatchProducer.bounded(.milliseconds(200), deadlines: deadlines) {
@@ -39,7 +40,7 @@ import Testing
     }
 
     @Test func aShortBoundQueuedAfterALongOneStillFiresFirst() async throws {
-        let deadlines = Deadlines()
+        let deadlines = DeadlineSweeper()
         let (never, continuation) = AsyncStream<Int>.makeStream()
         let (neverShort, shortContinuation) = AsyncStream<Int>.makeStream()
         async let long = DispatchProducer.bounded(.seconds(30), deadlines: deadlines) { for await value in never { return value }; return -1 }
