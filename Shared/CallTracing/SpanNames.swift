@@ -17,6 +17,8 @@ public enum SpanName {
     public static let dedupe = "dedupe"
     /// push-worker: one APNs attempt (client).
     public static let apnsPush = "APNs push"
+    /// push-worker: one FCM attempt (client), for an Android device.
+    public static let fcmPush = "FCM push"
     public static let backoff = "retry back-off"
     /// push-worker: a status written to the status topic (producer); its context is in the record's headers.
     public static let writeStatus = "write status"
@@ -50,6 +52,10 @@ public enum SpanAttributeName {
     /// Devices of a `POST /v1/calls`.
     public static let devices = "callpush.devices"
     public static let apnsReason = "callpush.apns.reason"
+    /// FCM's error code (or the transport's) of an Android attempt.
+    public static let fcmReason = "callpush.fcm.reason"
+    /// `ios` or `android`.
+    public static let platform = "callpush.platform"
     public static let apnsID = "callpush.apns.id"
     public static let apnsEnvironment = "callpush.apns.environment"
     /// Attempt number of a webhook POST.

@@ -45,7 +45,7 @@ final class ScriptedSender: VoIPPushSending {
 /// A Kafka stand-in recording statuses and DLQ records; can fail the first N writes.
 final class RecordingPublisher: OutcomePublishing {
     struct DeadLetter: Sendable { var key: [UInt8]?; var value: [UInt8]; var headers: [String: String] }
-    private let state = Locked<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int)>(([], [], 0))
+    private let state = Locked<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int, headers: [[String: String]])>(([], [], 0, []))
 
     init(failFirst: Int = 0) { state.withLock { $0.failuresLeft = failFirst } }
 
@@ -55,11 +55,19 @@ final class RecordingPublisher: OutcomePublishing {
     struct Unavailable: Error {}
 
     func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws {
+        try await publish(status: status, partition: partition, headers: [], within: bound)
+    }
+
+    func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {
         try state.withLock { state in
             if state.failuresLeft > 0 { state.failuresLeft -= 1; throw Unavailable() }
             state.statuses.append((status, partition))
+            state.headers.append(Dictionary(headers, uniquingKeysWith: { a, _ in a }))
         }
     }
+
+    /// The headers of every status written (cancel markers included), in order.
+    var statusHeaders: [[String: String]] { state.withLock { $0.headers } }
 
     func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws {
         try state.withLock { state in
