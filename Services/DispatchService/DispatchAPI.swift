@@ -154,7 +154,10 @@ public final class DispatchAPI: Sendable {
         let record = KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event),
                                          headers: eventTraceHeaders(request, publishing: publishing))
         do {
-            publishing?.published(partitions: try await publisher.publish([record]))
+            // Not `publishing?.published(partitions: try await publisher.publish(…))`: optional
+            // chaining would skip the publish itself whenever the request is not traced.
+            let partitions = try await publisher.publish([record])
+            publishing?.published(partitions: partitions)
         } catch {
             publishing?.failed(error)
             throw error
