@@ -69,7 +69,13 @@ import Testing
             #expect(accepted.status == 202)
             let stream = try await bed.get("/v1/calls/\(callId)/events", timeout: .seconds(70))
             #expect(EndToEndTests.sseEvents(stream.text).last?.data == "{\"complete\":true}")
-            let hooks = try await receiver.wait(for: 2)
+            // `retrying` statuses (one per 503) are posted too: wait for the `sent` one.
+            var hooks = try await receiver.wait(for: 1)
+            let hooked = ContinuousClock.now + .seconds(30)
+            while !hooks.contains(where: { $0.status.callId == callId && $0.status.state == .sent }), ContinuousClock.now < hooked {
+                try await Task.sleep(for: .milliseconds(50))
+                hooks = try await receiver.wait(for: 1)
+            }
             #expect(hooks.contains { $0.status.callId == callId && $0.status.state == .sent })
 
             #expect(try await bed.post("/v1/calls", json(ringBody(callId: deadCall, tokens: [deadToken]))).status == 202)
@@ -149,15 +155,31 @@ import Testing
             var headers = testAuth
             headers["traceparent"] = Self.caller.traceparent
             headers["tracestate"] = "vendor=abc"
-            #expect(try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(1), hexToken(2)])), headers: headers).status == 202)
-            #expect(try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(3)]))).status == 202)
+            let traced = try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(1), hexToken(2)])), headers: headers)
+            #expect(traced.status == 202)
+            let plain = try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(3)])))
+            #expect(plain.status == 202)
             let records = h.publisher.records.withLock { $0 }
             #expect(records.count == 3)
             #expect(records.prefix(2).allSatisfy { TraceParent(kafkaHeaders: $0.headers) == TraceParent(traceparent: Self.caller.traceparent, tracestate: "vendor=abc") })
             #expect(TraceParent(kafkaHeaders: records[2].headers) == nil, "no traceparent, none invented")
             headers["traceparent"] = "00-zz-bad"
-            #expect(try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(4)])), headers: headers).status == 202, "a bad traceparent is ignored")
+            let malformed = try await h.post("/v1/calls", json(ringBody(tokens: [hexToken(4)])), headers: headers)
+            #expect(malformed.status == 202, "a bad traceparent is ignored")
             #expect(TraceParent(kafkaHeaders: h.publisher.records.withLock { $0 }[3].headers) == nil)
+
+            // A cancel is published, and carries the caller's context too.
+            let callId = CallID.make()
+            #expect(try await h.post("/v1/calls", json(ringBody(callId: callId)), headers: testAuth).status == 202)
+            headers["traceparent"] = Self.caller.traceparent
+            let cancelled = try await TestHTTPClient.request(.DELETE, port: h.port, path: "/v1/calls/\(callId)", headers: headers)
+            #expect(cancelled.status == 202)
+            let cancel = try #require(h.publisher.records.withLock { $0 }.last)
+            guard case .cancel? = try? CallRequest.decode(Data(cancel.value)) else {
+                Issue.record("the DELETE published no cancel event")
+                return
+            }
+            #expect(TraceParent(kafkaHeaders: cancel.headers)?.traceparent == Self.caller.traceparent)
         }
     }
 }
