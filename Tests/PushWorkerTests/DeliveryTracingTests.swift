@@ -16,8 +16,8 @@ import Testing
     static let caller = TraceParent(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: "vendor=1")!
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    /// Runs `work` with a tracer exporting to a local collector; returns what arrived once flushed.
-    func traced(_ work: (CallTracing) async throws -> Void) async throws -> (spans: [CollectedSpan], bodies: [String]) {
+    /// Runs `work` with a tracing backend exporting to a local collector; returns what arrived once flushed.
+    func traced(_ work: (TracingBackend) async throws -> Void) async throws -> (spans: [CollectedSpan], bodies: [String]) {
         let bodies = Locked<[String]>([])
         let store = TraceStore()
         let collector = TraceCollector(store: store, port: 0, onExport: { body in bodies.withLock { $0.append(String(decoding: body, as: UTF8.self)) } },
@@ -28,7 +28,7 @@ import Testing
         let group = ServiceGroup(services: [backend.service], logger: Self.quiet)
         let running = Task { try await group.run() }
         do {
-            try await work(backend.tracing)
+            try await work(backend)
         } catch {
             await group.triggerGracefulShutdown()
             await collector.stop()
@@ -50,7 +50,8 @@ import Testing
         let ring = makeRing(token: String(repeating: "c4", count: 32))
         h.sender.script(ring.device.token, [.unavailable])
         let origin = KafkaHeader(key: "callpush-origin", string: "dispatch-1/x")
-        let (spans, bodies) = try await traced { tracing in
+        let (spans, bodies) = try await traced { backend in
+            let tracing = backend.tracing
             let event = InboundEvent(try message(.ring(ring), headers: [origin] + Self.caller.kafkaHeaders), tracing: tracing)
             #expect(await h.processor.process(event) == .finished(.sent))
         }
@@ -109,7 +110,8 @@ import Testing
     @Test func anEventHandedBackBeforeItsDeliveryStillEndsItsSpan() async throws {
         let h = Harness()
         let ring = makeRing()
-        let (spans, _) = try await traced { tracing in
+        let (spans, _) = try await traced { backend in
+            let tracing = backend.tracing
             let event = InboundEvent(try message(.ring(ring), headers: Self.caller.kafkaHeaders), tracing: tracing)
             _ = h.processor.intake(event)
             // The event goes (stale, revoked) without being processed.
@@ -123,7 +125,8 @@ import Testing
         let h = Harness()
         let ring = makeRing(replay: 1)
         let original = try #require(TraceParent(traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
-        let (spans, _) = try await traced { tracing in
+        let (spans, _) = try await traced { backend in
+            let tracing = backend.tracing
             let event = InboundEvent(try message(.ring(ring), headers: Self.caller.kafkaHeaders + [KafkaHeader(key: SpanName.linkHeader, string: original.traceparent)]),
                                      tracing: tracing)
             #expect(await h.processor.process(event) == .finished(.sent))
@@ -131,5 +134,45 @@ import Testing
         let process = try #require(spans.first { $0.name == SpanName.processEvent })
         #expect(process.links == [.init(traceID: original.traceID, spanID: original.spanID)])
         #expect(process.attributes[SpanAttributeName.replay] == "1")
+    }
+
+    @Test func logLinesOfATracedDeliveryCarryItsTraceID() async throws {
+        let lines = Locked<[String]>([])
+        let ring = makeRing(token: String(repeating: "e7", count: 32))
+        var logged: [String] = []
+        let (spans, _) = try await traced { backend in
+            var logger = Logger(label: "test", factory: { _ in ProvidedMetadataLogHandler(lines: lines) })
+            logger.handler.metadataProvider = backend.metadataProvider
+            let h = Harness(logger: logger)
+            h.sender.script(ring.device.token, [.unavailable])
+            let event = InboundEvent(try message(.ring(ring), headers: Self.caller.kafkaHeaders), tracing: backend.tracing)
+            #expect(await h.processor.process(event) == .finished(.sent))
+            logger.info("outside any span")
+            logged = lines.withLock { $0 }
+        }
+        let process = try #require(spans.first { $0.name == SpanName.processEvent })
+        let retried = try #require(logged.first { $0.hasPrefix("push will be retried") })
+        #expect(retried.contains("trace_id=\(Self.caller.traceID)"), "\(retried)")
+        #expect(retried.contains("span_id=\(process.spanID)"), "the line names the delivery's span")
+        #expect(logged.first { $0.hasPrefix("push sent") }?.contains("trace_id=\(Self.caller.traceID)") == true)
+        #expect(logged.last?.hasPrefix("outside any span") == true && logged.last?.contains("trace_id") == false, "no trace, no trace_id")
+    }
+}
+
+/// Records each log line with its metadata, the provider's included (as swift-log's stream
+/// handler writes it).
+struct ProvidedMetadataLogHandler: LogHandler {
+    let lines: Locked<[String]>
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let all = metadata.merging(metadataProvider?.get() ?? [:]) { $1 }.merging(event.metadata ?? [:]) { $1 }
+        lines.withLock { $0.append("\(event.message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))") }
     }
 }

@@ -95,7 +95,8 @@ struct Harness {
     init(sender: ScriptedSender = ScriptedSender(), publisher: RecordingPublisher = RecordingPublisher(),
          retry: RetryPolicy = RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20), maxAttempts: 8, minimumRemaining: .milliseconds(5)),
          credentials: CredentialCircuit = CredentialCircuit(), outcomeWriteBound: Duration = .seconds(10),
-         now: @escaping @Sendable () -> Date = { Date() }) {
+         now: @escaping @Sendable () -> Date = { Date() },
+         logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.sender = sender
         self.publisher = publisher
         var settings = DeliveryProcessor.Settings(workerID: "test-worker", apps: ["rider", "taxi"], androidApps: ["rider"], retry: retry,
@@ -105,7 +106,7 @@ struct Harness {
             settings: settings,
             sender: sender, publisher: publisher, cancels: CancelSignals(),
             dedupe: PartitionDedupe(retention: .seconds(60), capacity: 10_000),
-            ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
+            ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: logger, now: now)
     }
 
     func process(_ request: CallRequest, partition: Int32 = 3, offset: Int64 = 100) async throws -> DeliveryResult {
