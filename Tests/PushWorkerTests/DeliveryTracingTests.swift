@@ -136,6 +136,25 @@ import Testing
         #expect(process.attributes[SpanAttributeName.replay] == "1")
     }
 
+    @Test func anAndroidAttemptIsAnFCMPushSpanWithFCMsErrorCode() async throws {
+        let h = Harness()
+        let ring = makeAndroidRing()
+        h.sender.script(ring.device.token, [.fcmUnregistered])
+        let (spans, bodies) = try await traced { backend in
+            let event = InboundEvent(try message(.ring(ring), headers: Self.caller.kafkaHeaders), tracing: backend.tracing)
+            #expect(await h.processor.process(event) == .finished(.failed))
+        }
+        let process = try #require(spans.first { $0.name == SpanName.processEvent })
+        #expect(process.attributes[SpanAttributeName.platform] == "android")
+        #expect(!spans.contains { $0.name == SpanName.apnsPush })
+        let attempt = try #require(spans.first { $0.name == SpanName.fcmPush })
+        #expect(attempt.parentSpanID == process.spanID)
+        #expect(attempt.attributes[SpanAttributeName.httpStatus] == "404")
+        #expect(attempt.attributes[SpanAttributeName.fcmReason] == "UNREGISTERED")
+        #expect(attempt.attributes[SpanAttributeName.apnsReason] == nil)
+        #expect(bodies.allSatisfy { !$0.contains(ring.device.token) }, "the FCM token is in no exported span")
+    }
+
     @Test func logLinesOfATracedDeliveryCarryItsTraceID() async throws {
         let lines = Locked<[String]>([])
         let ring = makeRing(token: String(repeating: "e7", count: 32))
