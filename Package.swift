@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 let package = Package(
@@ -36,6 +36,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.0"),
+        // OTLP over HTTP only (http/protobuf, the OTLP default, and http/json): the gRPC exporter
+        // would add grpc-swift to every build for a transport every collector also serves over HTTP.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // MARK: C binding
@@ -162,11 +166,26 @@ let package = Package(
             path: "Shared/FCMSimulator"
         ),
 
+        // One trace per call: W3C trace context in Kafka and HTTP headers, the OTLP exporter set up
+        // from the standard OTEL_* variables (off by default), and the local trace store of `callpush dev`.
+        .target(
+            name: "CallTracing",
+            dependencies: ["Kafka", "CallpushCore", "Locking",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Shared/CallTracing"
+        ),
+
         // MARK: Services (libraries behind the programs, so tests call the same builders)
         .target(
             name: "PushWorker",
             dependencies: ["Locking",
-                "CallContract", "CallpushCore", "Kafka", "APNs", "FCM",
+                "CallContract", "CallpushCore", "Kafka", "APNs", "FCM", "CallTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -180,7 +199,8 @@ let package = Package(
         .target(
             name: "DispatchService",
             dependencies: ["Locking",
-                "CallContract", "CallpushCore", "Kafka",
+                "CallContract", "CallpushCore", "Kafka", "CallTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -203,7 +223,9 @@ let package = Package(
         .target(
             name: "CallpushCLI",
             dependencies: ["Locking",
-                "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "PushWorker", "DispatchService",
+                "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "PushWorker", "DispatchService", "CallTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -236,7 +258,7 @@ let package = Package(
         .executableTarget(
             name: "push-worker",
             dependencies: [
-                "PushWorker", "CallpushCore",
+                "PushWorker", "CallpushCore", "CallTracing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -246,7 +268,7 @@ let package = Package(
         .executableTarget(
             name: "dispatch-main",
             dependencies: [
-                "DispatchService",
+                "DispatchService", "CallTracing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -311,14 +333,23 @@ let package = Package(
         .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(
+            name: "CallTracingTests",
+            dependencies: ["CallTracing", "Kafka", "CallpushCore",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/CallTracingTests"
+        ),
+        .testTarget(
             name: "PushWorkerTests",
-            dependencies: ["Locking", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "CallpushTestSupport"],
+            dependencies: ["Locking", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "CallpushTestSupport",
+                           "CallTracing", .product(name: "Tracing", package: "swift-distributed-tracing")],
             path: "Tests/PushWorkerTests"
         ),
         .testTarget(
             name: "CallpushCLITests",
             dependencies: ["Locking",
-                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "FCMSimulator", "CallpushTestSupport",
+                "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "FCMSimulator", "CallpushTestSupport", "CallTracing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -329,6 +360,8 @@ let package = Package(
             name: "DispatchTests",
             dependencies: ["Locking",
                 "DispatchService", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport",
+                "CallTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CallTracing
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -14,7 +15,9 @@ struct DevCommand: AsyncParsableCommand {
             address) with the three topics, the APNs simulator with a generated certificate and token \
             key, push-workers that deliver to it, and dispatch on 127.0.0.1 with a generated API key. \
             Prints the API key, the URLs and a curl line that rings a simulated phone. Ctrl-C stops \
-            everything cleanly.
+            everything cleanly. Dispatch and the workers trace every call into a local collector on \
+            127.0.0.1:--trace-port that keeps the last spans: `callpush status <callId> --trace` shows \
+            them as a timeline. With OTEL_EXPORTER_OTLP_ENDPOINT set, spans go to that collector instead.
             """
     )
 
@@ -39,11 +42,19 @@ struct DevCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "notice"
 
+    @Option(help: "Port of the local trace collector on 127.0.0.1 (0: any free port, -1: no collector, no tracing).")
+    var tracePort = 4318
+
+    @Option(help: "Spans the local trace collector keeps (the oldest are forgotten first).")
+    var traceSpans = 20_000
+
     func validate() throws {
         guard (1...9).contains(brokers) else { throw ValidationError("--brokers must be between 1 and 9") }
         guard (1...256).contains(partitions) else { throw ValidationError("--partitions must be between 1 and 256") }
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard (1...16).contains(workers) else { throw ValidationError("--workers must be between 1 and 16") }
+        guard (-1...65_535).contains(tracePort) else { throw ValidationError("--trace-port must be between -1 and 65535") }
+        guard (100...1_000_000).contains(traceSpans) else { throw ValidationError("--trace-spans must be between 100 and 1000000") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -54,8 +65,9 @@ struct DevCommand: AsyncParsableCommand {
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .notice
         let stack: DevStack
         do {
-            stack = try await DevStack.start(
-                .init(brokers: brokers, partitions: partitions, workers: workers, dispatchPort: port), logger: logger)
+            var options = DevStack.Options(brokers: brokers, partitions: partitions, workers: workers, dispatchPort: port)
+            options.traces = try traces(environment: ProcessInfo.processInfo.environment)
+            stack = try await DevStack.start(options, logger: logger)
         } catch {
             FileHandle.standardError.write(Data("callpush dev: could not start: \(error)\n".utf8))
             throw ExitCode.failure
@@ -98,5 +110,13 @@ struct DevCommand: AsyncParsableCommand {
             throw ExitCode.failure
         }
         FileHandle.standardOutput.write(Data("callpush dev: stopped\n".utf8))
+    }
+
+    /// The collector the `OTEL_*` variables name, else the local one (unless --trace-port -1 or
+    /// the variables turn tracing off).
+    func traces(environment: [String: String]) throws -> DevTraces {
+        if let settings = try TracingEnvironment.settings(environment) { return .collector(settings) }
+        if tracePort < 0 || TracingEnvironment.isDisabled(environment) { return .off }
+        return .local(port: tracePort, capacity: traceSpans)
     }
 }

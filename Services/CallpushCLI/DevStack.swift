@@ -1,6 +1,7 @@
 import APNs
 import APNsSimulator
 import CallContract
+import CallTracing
 import CallpushCore
 import FCM
 import FCMSimulator
@@ -30,6 +31,8 @@ public struct DevStack: Sendable {
         /// Where dispatch listens (0: any free port).
         public var dispatchHost = "127.0.0.1"
         public var dispatchPort = 8080
+        /// Where the spans of dispatch and the workers go.
+        public var traces = DevTraces.off
 
         public init(brokers: Int = 3, partitions: Int = 6, workers: Int = 2, dispatchPort: Int = 8080) {
             self.brokers = brokers
@@ -51,10 +54,16 @@ public struct DevStack: Sendable {
     public let apiKey: String
     let caPath: String
     let fcmCAPath: String
+    /// The local trace collector (``DevTraces/local(port:)``).
+    public let collector: TraceCollector?
+    /// The span exporters of dispatch and the workers (when traced).
+    let exporters: [any Service]
 
     /// In shutdown order last to first: dispatch stops first, then the workers, the clients,
-    /// the simulators and Kafka.
-    public var services: [any Service] { [cluster, simulator, fcmSimulator, client, fcmClient] + workers + dispatch.services }
+    /// the simulators and Kafka; the span exporters flush after them, into the collector.
+    public var services: [any Service] {
+        (collector.map { [$0] } ?? []) + exporters + [cluster, simulator, fcmSimulator, client, fcmClient] + workers + dispatch.services
+    }
 
     /// Kafka client settings for the embedded cluster: librdkafka's mock broker holds a fetch with
     /// no data for `fetch.wait.max.ms` and does not answer early when data arrives, so a short wait
@@ -64,6 +73,10 @@ public struct DevStack: Sendable {
     public static let embeddedKafkaProperties = ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "2000"]
 
     public static func start(_ options: Options, logger: Logger) async throws -> DevStack {
+        let (collector, backends) = try await startTracing(options.traces, logger: logger)
+        var logger = logger
+        // Log lines written inside a span carry its trace_id.
+        if let provider = backends.first?.metadataProvider { logger.handler.metadataProvider = provider }
         let cluster = try EmbeddedKafkaCluster(brokers: options.brokers, logger: logger)
         for topic in [Topics.requests, Topics.status] {
             try cluster.createTopic(topic, partitions: options.partitions, replicationFactor: min(3, options.brokers))
@@ -115,7 +128,8 @@ public struct DevStack: Sendable {
             configuration.heartbeatInterval = .seconds(1)
             let sender = PlatformPushSender(apns: APNsPushSender(client: client), fcm: FCMPushSender(client: fcmClient))
             workers.append(try PushWorkerService(configuration: configuration, sender: sender,
-                                                 apps: [options.app], androidApps: [options.app], ackTokens: ackTokens, logger: logger))
+                                                 apps: [options.app], androidApps: [options.app], ackTokens: ackTokens, logger: logger,
+                                                 tracing: backends.last?.tracing ?? .off))
         }
 
         let apiKey = "cpdev_" + randomHex(bytes: 24)
@@ -124,9 +138,46 @@ public struct DevStack: Sendable {
             ackSecret: secret, instanceID: "dev-dispatch")
         dispatchConfiguration.host = options.dispatchHost
         dispatchConfiguration.port = options.dispatchPort
-        let dispatch = try DispatchApp(configuration: dispatchConfiguration, logger: logger)
+        let dispatch = try DispatchApp(configuration: dispatchConfiguration, logger: logger, tracing: backends.first?.tracing ?? .off)
         return DevStack(options: options, cluster: cluster, simulator: simulator, client: client, fcmSimulator: fcmSimulator,
-                        fcmClient: fcmClient, workers: workers, dispatch: dispatch, apiKey: apiKey, caPath: caPath, fcmCAPath: fcmCAPath)
+                        fcmClient: fcmClient, workers: workers, dispatch: dispatch, apiKey: apiKey, caPath: caPath, fcmCAPath: fcmCAPath,
+                        collector: collector, exporters: backends.map(\.service))
+    }
+
+    /// The local collector (when asked for) and the exporters of dispatch and the workers, one
+    /// each so spans carry their service's name (none when traces are off).
+    static func startTracing(_ traces: DevTraces, logger: Logger) async throws -> (TraceCollector?, [TracingBackend]) {
+        var collector: TraceCollector?
+        let endpoint: String?
+        var json = true
+        switch traces {
+        case .off:
+            return (nil, [])
+        case .local(let port, let capacity):
+            var local = TraceCollector(store: TraceStore(capacity: capacity), port: port, logger: logger)
+            do {
+                try await local.start()
+            } catch where port != 0 {
+                // Taken (another dev, a real collector): any free port; the banner and the state file say which.
+                local = TraceCollector(store: TraceStore(capacity: capacity), port: 0, logger: logger)
+                try await local.start()
+            }
+            collector = local
+            endpoint = local.tracesURL
+        case .collector(let settings):
+            endpoint = settings.tracesEndpoint
+            json = settings.json
+        }
+        do {
+            let backends = try ["dispatch", "push-worker"].map { name throws(ConfigurationError) in
+                try TracingEnvironment.makeBackend(serviceName: name, tracesEndpoint: endpoint, json: json,
+                                                   scheduleDelay: .milliseconds(100), logger: logger)
+            }
+            return (collector, backends)
+        } catch {
+            await collector?.stop()
+            throw DevStackError("tracing: \(error)")
+        }
     }
 
     /// A new directory under the temporary directory, made with `mkdtemp` (mode 0700, fails rather
@@ -170,7 +221,7 @@ public struct DevStack: Sendable {
             simulatorAdminURL: simulator.adminPort.map { "http://127.0.0.1:\($0)" },
             caPath: caPath, app: options.app, workers: options.workers,
             fcmSimulatorURL: fcmSimulator.baseURL, fcmSimulatorAdminURL: fcmSimulator.adminPort.map { "http://127.0.0.1:\($0)" },
-            fcmCAPath: fcmCAPath)
+            fcmCAPath: fcmCAPath, traceURL: collector?.baseURL)
     }
 
     /// What `callpush dev` prints once ready.
@@ -188,6 +239,7 @@ public struct DevStack: Sendable {
               FCM simulator      \(state.fcmSimulatorURL ?? "-")   (CA: \(state.fcmCAPath ?? "-"))
               FCM admin          \(fcmAdmin)
               push-workers       \(state.workers), app "\(state.app)"
+              traces             \(state.traceURL.map { "\($0)   (callpush status <callId> --trace\($0 == DevState.defaultTraceURL ? "" : " --trace-url \($0)"))" } ?? "(not kept here)")
 
             Ring a simulated iPhone and a simulated Android phone:
               curl -s -X POST \(state.dispatchURL)/v1/calls -H 'Authorization: Bearer \(state.apiKey)' -H 'Content-Type: application/json' \\
@@ -198,6 +250,17 @@ public struct DevStack: Sendable {
               curl -s \(fcmAdmin)/admin/messages
             """
     }
+}
+
+/// Where `callpush dev` sends the spans of dispatch and the workers.
+public enum DevTraces: Sendable, Equatable {
+    /// Nowhere (no tracing).
+    case off
+    /// Its own collector on 127.0.0.1:`port` (0: any free port), keeping the last `capacity`
+    /// spans for `callpush status <callId> --trace`.
+    case local(port: Int, capacity: Int = 20_000)
+    /// The OTLP collector the `OTEL_*` variables name.
+    case collector(TracingEnvironment.Settings)
 }
 
 /// `callpush dev` could not get ready.
@@ -228,6 +291,10 @@ public struct DevState: Codable, Sendable, Equatable {
     public var fcmSimulatorURL: String?
     public var fcmSimulatorAdminURL: String?
     public var fcmCAPath: String?
+    /// The local trace collector's base URL (`callpush status --trace-url`), when dev runs one.
+    public var traceURL: String?
+    /// Where `callpush status --trace` looks by default: dev's collector on its default port.
+    public static let defaultTraceURL = "http://127.0.0.1:4318"
 
     /// Writes the state (it holds the dev API key) readable by its owner only: a temporary file
     /// created 0600 next to `path`, then renamed over it.

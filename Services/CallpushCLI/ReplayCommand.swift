@@ -74,8 +74,19 @@ struct ReplayCommand: AsyncParsableCommand {
         try await CommandRunner.run("replay") {
             let interruption = Interruption()
             interruption.installSignalHandlers()
-            let summary = try await runner(environment: ProcessInfo.processInfo.environment, output: .standard,
-                                           interruption: interruption).run()
+            let environment = ProcessInfo.processInfo.environment
+            var runner = try runner(environment: environment, output: .standard, interruption: interruption)
+            // With OTEL_* configured, each replay is traced; the exporter is flushed before exiting.
+            let exporter = try TracedCommand(serviceName: "callpush-replay", environment: environment, logger: runner.logger)
+            runner.tracing = exporter?.tracing ?? .off
+            let summary: ReplayRunner.Summary
+            do {
+                summary = try await runner.run()
+            } catch {
+                await exporter?.finish()
+                throw error
+            }
+            await exporter?.finish()
             for line in ReplayProgress.summary(summary, dryRun: dryRun, group: group) { CommandOutput.standard.line(line) }
             return summary.interrupted ? CLIExit.interrupted : CLIExit.success
         }

@@ -1,4 +1,5 @@
 import CallContract
+import CallTracing
 import Foundation
 import Kafka
 import Logging
@@ -24,6 +25,9 @@ struct ReplayRunner: Sendable {
     var output: CommandOutput
     var interruption = Interruption()
     var clock: @Sendable () -> Date = { Date() }
+    /// Traces each replay (a new trace linked to the replayed delivery's); off unless the `OTEL_*`
+    /// variables configure an exporter.
+    var tracing: CallTracing = .off
 
     /// The end of a run.
     struct Summary: Sendable, Hashable {
@@ -136,7 +140,8 @@ struct ReplayRunner: Sendable {
                 if case .replay(let ring, let rearmed) = verdict {
                     if let producer {
                         await limiter.wait()
-                        try await publish(ring, producer: producer, requests: kafka.topics.requests)
+                        try await publish(ring, producer: producer, requests: kafka.topics.requests,
+                                          original: TraceParent(kafkaHeaders: message.headers))
                         try await commit(consumer, topic: topic, [message.partition: message.offset + 1])
                         committed[message.partition] = message.offset + 1
                     }
@@ -166,16 +171,36 @@ struct ReplayRunner: Sendable {
         return Summary(counts: counts, interrupted: interruption.isRequested, unseen: unseen)
     }
 
-    private func publish(_ ring: RingRequest, producer: KafkaProducer, requests: String) async throws {
+    /// Publishes a replayed ring. It starts a new trace — a replay is a new delivery, often days
+    /// after the first, and a parent link would stretch the original trace over that time and
+    /// inherit its sampling decision — and keeps the link to the original one: the record carries
+    /// the dead letter's `traceparent` in `callpush-trace-link` (the worker links its span to it,
+    /// whether or not this command traces), and, when it traces, its own `replay dead letter` span
+    /// is linked to it and is the record's `traceparent`.
+    private func publish(_ ring: RingRequest, producer: KafkaProducer, requests: String, original: TraceParent?) async throws {
         let value: Data
         do {
             value = try CallRequest.ring(ring).encoded()
         } catch {
             throw CLIError("encode", "cannot encode call \(ring.callId): \(error)")
         }
+        var headers: [KafkaHeader] = []
+        if let original { headers.append(KafkaHeader(key: SpanName.linkHeader, string: original.traceparent)) }
+        let span = tracing.startSpan(SpanName.replay, parent: nil, kind: .producer)
+        if let span {
+            tracing.link(span, to: original)
+            span.attributes[SpanAttributeName.callID] = ring.callId
+            span.attributes[SpanAttributeName.app] = ring.app
+            span.attributes[SpanAttributeName.tenant] = ring.tenant
+            span.attributes[SpanAttributeName.deviceKey] = DeviceKey.make(token: ring.device.token)
+            span.attributes[SpanAttributeName.replay] = ring.replay
+            headers += tracing.traceParent(of: span.context)?.kafkaHeaders ?? []
+        }
+        defer { span?.end() }
         do {
-            try await producer.send(KafkaProducerRecord(topic: requests, key: Array(ring.callId.utf8), value: Array(value)))
+            try await producer.send(KafkaProducerRecord(topic: requests, key: Array(ring.callId.utf8), value: Array(value), headers: headers))
         } catch {
+            span?.fail("not published")
             throw CLIError.kafka("publishing call \(ring.callId) to \(requests) (the replay position stays before it)", error)
         }
     }

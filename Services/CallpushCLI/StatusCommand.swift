@@ -12,7 +12,9 @@ struct StatusCommand: AsyncParsableCommand {
             time, device, state, attempt, replay generation, APNs answer and error — as a table, or \
             as JSON lines (the contract's CallStatus documents) with --json. --follow keeps reading \
             until every delivery seen is in a terminal state, or Ctrl-C. Exit status 3 when the call \
-            has no status in the window.
+            has no status in the window. --trace then prints the call's spans as a timeline, read \
+            from the trace collector `callpush dev` runs (--trace-url), and the trace ids the \
+            statuses carry (to look up in any tracing backend).
             """
     )
 
@@ -30,10 +32,19 @@ struct StatusCommand: AsyncParsableCommand {
     @Option(help: "How far back to read the status topic.")
     var window = DurationArgument(.seconds(3600))
 
+    @Flag(help: "Also print the call's spans as a timeline (from the trace collector of `callpush dev`).")
+    var trace = false
+
+    @Option(help: "The trace collector's URL (default: CALLPUSH_TRACE_URL, else callpush dev's \(DevState.defaultTraceURL)).")
+    var traceURL: String?
+
     func validate() throws {
         guard CallID.normalize(callId) != nil else { throw ValidationError("<call-id> must be a UUID, got '\(callId.prefix(40))'") }
         guard window.duration >= .seconds(1), window.duration <= .seconds(30 * 86_400) else {
             throw ValidationError("--window must be between 1s and 30d")
+        }
+        if let traceURL, HTTPExchange.validate(traceURL) == nil {
+            throw ValidationError("--trace-url must be an http:// or https:// URL, got '\(traceURL.prefix(60))'")
         }
     }
 
@@ -59,6 +70,13 @@ struct StatusCommand: AsyncParsableCommand {
                                   interruption: interruption)
         reader.follow = follow
         reader.json = json
+        if trace {
+            let text = traceURL ?? environment["CALLPUSH_TRACE_URL"] ?? DevState.defaultTraceURL
+            guard let url = HTTPExchange.validate(text) else {
+                throw CLIError.usage("CALLPUSH_TRACE_URL must be an http:// or https:// URL")
+            }
+            reader.traceSource = url
+        }
         return reader
     }
 }

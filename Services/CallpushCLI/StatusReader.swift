@@ -1,4 +1,5 @@
 import CallContract
+import CallTracing
 import Foundation
 import Kafka
 import Logging
@@ -21,8 +22,11 @@ struct StatusReader: Sendable {
     var logger: Logger
     var output: CommandOutput
     var interruption = Interruption()
+    /// With `--trace`: the trace collector to read the call's spans from.
+    var traceSource: URL?
 
-    /// Prints the history; returns how many statuses of the call were printed.
+    /// Prints the history (and, with ``traceSource``, the call's trace); returns how many statuses
+    /// of the call were printed.
     func run() async throws -> Int {
         let cluster = try await kafka.describeCluster(logger: logger)
         let topic = kafka.topics.status
@@ -34,7 +38,7 @@ struct StatusReader: Sendable {
         let watch = StatusWatch()
         // The read runs in a child task so that the watchdog can end it (cancellation) when the
         // call's deliveries settled, the input went idle, or the user interrupted.
-        let (printed, coverage) = await withTaskGroup(of: (Int, [Int32: KafkaHistoryReader.Coverage])?.self) { group in
+        let (printed, coverage) = await withTaskGroup(of: (Int, [Int32: KafkaHistoryReader.Coverage], Set<String>)?.self) { group in
             group.addTask { [self, reader] in
                 await read(reader, topic: topic, partitions: Array(0..<Int32(partitions)), watch: watch)
             }
@@ -45,13 +49,16 @@ struct StatusReader: Sendable {
                 }
                 return nil
             }
-            var outcome: (Int, [Int32: KafkaHistoryReader.Coverage])?
+            var outcome: (Int, [Int32: KafkaHistoryReader.Coverage], Set<String>)?
             while outcome == nil, let next = await group.next() {
                 // The watchdog ends first (nil): stop the read, which then reports what it printed.
                 if next == nil { group.cancelAll() } else { outcome = next }
             }
             group.cancelAll()
-            return outcome ?? (0, [:])
+            if let outcome, let traceSource, !interruption.isRequested {
+                await printTrace(from: traceSource, traceIDs: outcome.2)
+            }
+            return outcome.map { ($0.0, $0.1) } ?? (0, [:])
         }
         for partition in coverage.keys.sorted() {
             if case .failed(let error) = coverage[partition] {
@@ -63,11 +70,12 @@ struct StatusReader: Sendable {
 
     private func read(
         _ reader: KafkaHistoryReader, topic: String, partitions: [Int32], watch: StatusWatch
-    ) async -> (Int, [Int32: KafkaHistoryReader.Coverage]) {
+    ) async -> (Int, [Int32: KafkaHistoryReader.Coverage], Set<String>) {
         let since = Date().addingTimeInterval(-window.seconds)
         let table = StatusTable(json: json)
         var deliveries: [String: CallStatus.State] = [:]
         var printed = 0
+        var traceIDs = Set<String>()
         let coverage = await reader.read(topic: topic, partitions: partitions, since: since, order: .oldestFirst, follow: follow) { message in
             watch.activity()
             if message.keyString == nil || message.keyString == callId,
@@ -76,11 +84,31 @@ struct StatusReader: Sendable {
                 output.line(table.row(status))
                 printed += 1
                 deliveries["\(status.deviceKey ?? status.deviceId ?? "-")#\(status.replay)"] = status.state
+                if traceSource != nil, let parent = TraceParent(kafkaHeaders: message.headers) { traceIDs.insert(parent.traceID) }
                 watch.allTerminal(!deliveries.isEmpty && deliveries.values.allSatisfy(\.isTerminal))
             }
             return true
         }
-        return (printed, coverage)
+        return (printed, coverage, traceIDs)
+    }
+
+    /// Prints the call's spans from the trace collector as a timeline; when the collector cannot
+    /// be asked, says so and prints the trace ids the statuses carry.
+    private func printTrace(from source: URL, traceIDs: Set<String>) async {
+        let query = (["callId=\(callId)"] + traceIDs.sorted().map { "traceId=\($0)" }).joined(separator: "&")
+        do {
+            let answer = try await HTTPExchange(baseURL: source, timeout: .seconds(5)).send(.GET, "/v1/spans?" + query)
+            guard answer.status == 200 else { throw CLIError("trace-collector", "it answered \(answer.status)") }
+            let spans = try JSONDecoder().decode([CollectedSpan].self, from: Data(answer.body))
+            output.line("")
+            if spans.isEmpty {
+                output.line("no spans of this call at \(source.absoluteString) (traced statuses: \(traceIDs.isEmpty ? "none" : traceIDs.sorted().joined(separator: ", ")))")
+            }
+            for line in TraceTimeline.render(spans) { output.line(line) }
+        } catch {
+            output.error("callpush status: cannot read spans from \(source.absoluteString) (\(error)); `callpush dev` runs a trace collector, "
+                         + "else look the trace up in your tracing backend: \(traceIDs.isEmpty ? "the statuses carry no trace id" : "trace " + traceIDs.sorted().joined(separator: ", "))")
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 import CallContract
+import CallTracing
 import Foundation
 import Hummingbird
 import HTTPTypes
@@ -38,16 +39,20 @@ extension DispatchAPI {
         // Before the routes: middleware wraps only the responders added after it.
         router.add(middleware: UnmatchedRouteMiddleware())
         router.post("/v1/calls") { request, context in
-            await self.answer("POST /v1/calls", request) { () async throws(DispatchProblem) -> (Response, String?) in
-                let key = try self.authorize(request)
-                return (try await self.ring(request, key: key, channel: context.channel), key.name)
+            await self.traced(SpanName.ring, request) { trace in
+                await self.answer("POST /v1/calls", request) { () async throws(DispatchProblem) -> (Response, String?) in
+                    let key = try self.authorize(request)
+                    return (try await self.ring(request, key: key, channel: context.channel, trace: trace), key.name)
+                }
             }
         }
         router.delete("/v1/calls/:callId") { request, context in
-            await self.answer("DELETE /v1/calls/{callId}", request) { () async throws(DispatchProblem) -> (Response, String?) in
-                let key = try self.authorize(request)
-                let callId = try Self.validCallId(context.parameters.get("callId"))
-                return (try await self.cancel(request, key: key, callId: callId, channel: context.channel), key.name)
+            await self.traced(SpanName.cancel, request) { trace in
+                await self.answer("DELETE /v1/calls/{callId}", request) { () async throws(DispatchProblem) -> (Response, String?) in
+                    let key = try self.authorize(request)
+                    let callId = try Self.validCallId(context.parameters.get("callId"))
+                    return (try await self.cancel(request, key: key, callId: callId, channel: context.channel, trace: trace), key.name)
+                }
             }
         }
         router.get("/v1/calls/:callId") { request, context in

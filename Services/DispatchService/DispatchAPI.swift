@@ -1,4 +1,5 @@
 import CallContract
+import CallTracing
 import CallpushCore
 import Foundation
 import Hummingbird
@@ -37,6 +38,8 @@ public final class DispatchAPI: Sendable {
     /// The `callpush-origin` header value of the ring events this process publishes (unique per
     /// process), so its view reader need not decode them again.
     let origin: [UInt8]
+    /// Traces `POST /v1/calls` and `DELETE /v1/calls/{callId}` (off by default).
+    let tracing: CallTracing
 
     /// The header naming the dispatch process that published a ring event.
     public static let originHeader = "callpush-origin"
@@ -47,9 +50,10 @@ public final class DispatchAPI: Sendable {
     /// Handlers over a view and a publisher; `isReady` answers `/readyz`, `isViewReady` says
     /// whether the view has caught up (until then status reads answer 503, not 404).
     public init(configuration: DispatchConfiguration, view: StatusView, publisher: any EventPublishing,
-                metrics: DispatchMetrics, logger: Logger, origin: [UInt8]? = nil,
+                metrics: DispatchMetrics, logger: Logger, origin: [UInt8]? = nil, tracing: CallTracing = .off,
                 isReady: @escaping @Sendable () -> Bool, isViewReady: @escaping @Sendable () -> Bool = { true }) throws(AckTokenError) {
         self.origin = origin ?? Self.makeOrigin(instanceID: configuration.instanceID)
+        self.tracing = tracing
         self.configuration = configuration
         self.view = view
         self.publisher = publisher
@@ -73,14 +77,15 @@ public final class DispatchAPI: Sendable {
 
     // MARK: Backend endpoints
 
-    /// `POST /v1/calls`.
-    func ring(_ request: Request, key: APIKey, channel: (any Channel)? = nil) async throws(DispatchProblem) -> Response {
+    /// `POST /v1/calls` (`trace`: its span, when traced).
+    func ring(_ request: Request, key: APIKey, channel: (any Channel)? = nil, trace: RequestTrace? = nil) async throws(DispatchProblem) -> Response {
         let body = try await collect(request, limit: configuration.limits.maxBodyBytes, channel: channel)
         let submission = try CallSubmission.decode(body)
         // Before the app's other checks: a restricted key learns nothing of other tenants' apps.
         guard key.mayRing(submission.app) else { throw DispatchProblem.appNotAllowed(submission.app) }
         let callId = submission.callId ?? CallID.make()
         let events = try submission.events(callId: callId, tenant: key.tenant, limits: configuration.limits, apps: configuration.apps, now: Date())
+        trace?.describe(callId: callId, app: submission.app, tenant: key.tenant, devices: events.count)
         let rings = events.map(\.ring)
         let fingerprint = submission.fingerprint(ringTimeoutSeconds: submission.ringTimeoutSeconds ?? configuration.limits.defaultRingTimeoutSeconds)
         let idempotencyKey = key.tenant + "/" + callId
@@ -97,14 +102,17 @@ public final class DispatchAPI: Sendable {
                 throw DispatchProblem.deviceRateLimited(field: "devices[\(index)].token", retryAfter: wait)
             }
         }
+        let publishing = trace?.publishing()
+        let headers = [KafkaHeader(key: Self.originHeader, value: origin)] + eventTraceHeaders(request, publishing: publishing)
         let records = events.map { event in
-            KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event.encoded),
-                                headers: [KafkaHeader(key: Self.originHeader, value: origin)])
+            KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event.encoded), headers: headers)
         }
         let partitions: [Int32]
         do {
             partitions = try await publisher.publish(records)
+            publishing?.published(partitions: partitions)
         } catch {
+            publishing?.failed(error)
             idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: nil)
             throw error
         }
@@ -119,8 +127,10 @@ public final class DispatchAPI: Sendable {
     }
 
     /// `DELETE /v1/calls/{callId}`: only the tenant's own calls (the view must know it).
-    func cancel(_ request: Request, key: APIKey, callId: String, channel: (any Channel)? = nil) async throws(DispatchProblem) -> Response {
-        _ = try ownCall(key: key, callId: callId)
+    func cancel(_ request: Request, key: APIKey, callId: String, channel: (any Channel)? = nil,
+                trace: RequestTrace? = nil) async throws(DispatchProblem) -> Response {
+        let call = try ownCall(key: key, callId: callId)
+        trace?.describe(callId: callId, app: call.app, tenant: key.tenant, devices: nil)
         let body = try await collect(request, limit: configuration.limits.maxBodyBytes, channel: channel)
         var reason: String?
         if !body.isEmpty {
@@ -140,8 +150,18 @@ public final class DispatchAPI: Sendable {
         } catch {
             throw DispatchProblem.invalid("reason", "cannot be encoded")
         }
-        let record = KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event))
-        _ = try await publisher.publish([record])
+        let publishing = trace?.publishing()
+        let record = KafkaProducerRecord(topic: configuration.requestsTopic, key: Array(callId.utf8), value: Array(event),
+                                         headers: eventTraceHeaders(request, publishing: publishing))
+        do {
+            // Not `publishing?.published(partitions: try await publisher.publish(…))`: optional
+            // chaining would skip the publish itself whenever the request is not traced.
+            let partitions = try await publisher.publish([record])
+            publishing?.published(partitions: partitions)
+        } catch {
+            publishing?.failed(error)
+            throw error
+        }
         return Self.json(.accepted, APIModels.encode(APIModels.Cancelled(callId: callId, cancelledAt: ContractCoding.format(cancel.requestedAt))))
     }
 

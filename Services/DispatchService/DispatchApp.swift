@@ -1,4 +1,5 @@
 import CallContract
+import CallTracing
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -31,21 +32,22 @@ public final class DispatchApp: Sendable {
     private let boundMetricsPort: BoundPort
 
     /// Builds the services; throws when the Kafka producer or ack-token signer cannot be created.
-    public init(configuration: DispatchConfiguration, logger: Logger) throws {
+    /// `tracing`: traces rings and cancels, their status streams and webhooks (off by default).
+    public init(configuration: DispatchConfiguration, logger: Logger, tracing: CallTracing = .off) throws {
         let metrics = DispatchMetrics()
         let view = StatusView(window: configuration.viewWindow, budgetBytes: configuration.viewBytes)
         let producer = try DispatchProducer(kafka: configuration.kafka, publishTimeout: configuration.publishTimeout,
                                             retryAfterSeconds: configuration.retryAfterSeconds, metrics: metrics, logger: logger)
         let webhooks = configuration.webhooks.isEmpty ? nil
             : WebhookSender(targets: configuration.webhooks, delivery: configuration.webhookDelivery, kafka: configuration.kafka,
-                            statusTopic: configuration.statusTopic, view: view, metrics: metrics, logger: logger)
+                            statusTopic: configuration.statusTopic, view: view, metrics: metrics, tracing: tracing, logger: logger)
         let origin = DispatchAPI.makeOrigin(instanceID: configuration.instanceID)
         let reader = StatusViewReader(kafka: configuration.kafka, requestsTopic: configuration.requestsTopic,
                                       statusTopic: configuration.statusTopic, window: configuration.viewWindow, view: view,
-                                      metrics: metrics, ownOrigin: origin, logger: logger)
+                                      metrics: metrics, ownOrigin: origin, tracing: tracing, logger: logger)
         let reachability = KafkaReachability(kafka: configuration.kafka, interval: configuration.readinessProbeInterval, logger: logger)
         let api = try DispatchAPI(configuration: configuration, view: view, publisher: producer, metrics: metrics, logger: logger,
-                                  origin: origin, isReady: { reader.isReady && producer.isHealthy && reachability.isReachable },
+                                  origin: origin, tracing: tracing, isReady: { reader.isReady && producer.isHealthy && reachability.isReachable },
                                   isViewReady: { reader.isReady })
         self.api = api
         self.view = view

@@ -154,11 +154,13 @@ public final class StatusView: Sendable {
     }
 
     /// Records a status event (`offset`: its offset on the status partition, the SSE event id;
-    /// nil numbers it after the call's latest) and tells the call's subscribers.
-    public func apply(status: CallStatus, partition: Int32?, offset: Int64? = nil) {
+    /// nil numbers it after the call's latest) and tells the call's subscribers. Returns how
+    /// many SSE streams it was written to.
+    @discardableResult
+    public func apply(status: CallStatus, partition: Int32?, offset: Int64? = nil) -> Int {
         // A worker's record of a processed cancel is about the call, not a delivery: each pending
         // delivery gets its own `cancelled` status.
-        guard !status.isCancelMarker else { return }
+        guard !status.isCancelMarker else { return 0 }
         let time = now()
         let (notify, complete, eventID, ended) = state.withLock { state in
             let key = state.route(status)
@@ -171,12 +173,13 @@ public final class StatusView: Sendable {
             return (notify, call.isComplete, eventID, ended)
         }
         for buffer in ended { buffer.finish(complete: false) }
-        guard !notify.isEmpty else { return }
+        guard !notify.isEmpty else { return 0 }
         let frame = Self.frame(id: eventID, status: status)
         for buffer in notify {
             buffer.push(frame)
             if complete { buffer.finish(complete: true) }
         }
+        return notify.count
     }
 
     /// Subscribes to a call's changes; nil when the call is unknown. `after`: the client's

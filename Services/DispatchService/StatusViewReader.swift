@@ -1,9 +1,11 @@
 import CallContract
+import CallTracing
 import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Tracing
 import Locking
 
 /// Feeds the ``StatusView`` from Kafka: every partition of the requests and status topics,
@@ -23,10 +25,13 @@ public final class StatusViewReader: Service {
     /// Ring events with this `callpush-origin` were published (and applied to the view) by this
     /// process: they are not decoded again.
     private let ownOrigin: [UInt8]?
+    /// Traces statuses written to SSE streams (off by default).
+    private let tracing: CallTracing
 
     public init(kafka: KafkaConfiguration, requestsTopic: String, statusTopic: String, window: Duration, view: StatusView,
-                metrics: DispatchMetrics? = nil, ownOrigin: [UInt8]? = nil, logger: Logger) {
+                metrics: DispatchMetrics? = nil, ownOrigin: [UInt8]? = nil, tracing: CallTracing = .off, logger: Logger) {
         self.ownOrigin = ownOrigin
+        self.tracing = tracing
         self.kafka = kafka
         self.requestsTopic = requestsTopic
         self.statusTopic = statusTopic
@@ -113,13 +118,30 @@ public final class StatusViewReader: Service {
         metrics?.viewEvent()
         if message.topic == statusTopic {
             guard let status = try? CallStatus.decode(Data(message.value)) else { return }
-            view.apply(status: status, partition: message.partition, offset: message.offset)
+            let started = tracing.isOn ? DefaultTracerClock.now : nil
+            let streams = view.apply(status: status, partition: message.partition, offset: message.offset)
+            if let started, streams > 0 { traceStreamed(status, message: message, streams: streams, started: started) }
         } else if message.topic == requestsTopic {
             if let ownOrigin, message.header(DispatchAPI.originHeader)?.value == ownOrigin { return }
             guard case .ring(let ring)? = try? CallRequest.decode(Data(message.value)) else { return }
             view.apply(rings: [ring], partition: message.partition)
         }
         metrics?.setViewCalls(view.count)
+    }
+}
+
+extension StatusViewReader {
+    /// A `stream status` span, child of the worker's status write, for a status this instance
+    /// wrote to SSE streams following the call.
+    private func traceStreamed(_ status: CallStatus, message: KafkaConsumerMessage, streams: Int, started: DefaultTracerClock.Instant) {
+        guard let span = tracing.startSpan(SpanName.streamStatus, continuing: TraceParent(kafkaHeaders: message.headers),
+                                           kind: .consumer, at: started) else { return }
+        span.attributes[SpanAttributeName.callID] = status.callId
+        span.attributes[SpanAttributeName.state] = status.state.rawValue
+        span.attributes[SpanAttributeName.streams] = streams
+        span.attributes[SpanAttributeName.partition] = "\(message.partition)"
+        span.attributes[SpanAttributeName.offset] = Int(message.offset)
+        span.end()
     }
 }
 

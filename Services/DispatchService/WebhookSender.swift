@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CallContract
+import CallTracing
 import Crypto
 import DequeModule
 import Foundation
@@ -8,6 +9,7 @@ import Locking
 import Logging
 import NIOCore
 import ServiceLifecycle
+import Tracing
 
 /// Posts statuses to their tenant's webhook (``WebhookTarget``, from the API keys file), reading
 /// them from `voip.call-status` as a consumer group (`CALLPUSH_DISPATCH_WEBHOOK_GROUP`): each
@@ -24,7 +26,8 @@ import ServiceLifecycle
 /// Each POST carries the `CallStatus` JSON with `X-Callpush-Event-Id: <partition>-<offset>` (the
 /// same for every attempt and every instance: receivers deduplicate on it),
 /// `X-Callpush-Timestamp` (Unix seconds) and
-/// `X-Callpush-Signature: sha256=<hex HMAC-SHA256 over "<timestamp>.<body>">`.
+/// `X-Callpush-Signature: sha256=<hex HMAC-SHA256 over "<timestamp>.<body>">`, and the status's
+/// trace context as `traceparent` (the POST's own span when traced, else the status record's).
 public final class WebhookSender: Service {
     private let targets: [String: WebhookTarget]
     private let delivery: WebhookDelivery
@@ -37,12 +40,14 @@ public final class WebhookSender: Service {
     /// Partitions the group had no position for when first assigned, with the end offset then:
     /// records before it are history from before webhooks were set up, and are not posted.
     private let historyBefore = Locked<[Int32: Int64]>([:])
+    private let tracing: CallTracing
 
     /// Partitions of the status topic this instance delivers now (assigned by the group).
     public var assignedPartitions: Int { assigned.withLock { $0 } }
 
     public init(targets: [String: WebhookTarget], delivery: WebhookDelivery, kafka: KafkaConfiguration, statusTopic: String,
-                view: StatusView, metrics: DispatchMetrics?, logger: Logger) {
+                view: StatusView, metrics: DispatchMetrics?, tracing: CallTracing = .off, logger: Logger) {
+        self.tracing = tracing
         self.targets = targets
         self.delivery = delivery
         self.kafka = kafka
@@ -81,7 +86,7 @@ public final class WebhookSender: Service {
             },
             onRevoke: { partitions in assigned.withLock { $0 -= partitions.count } }), logger: logger)
         consumerBox.withLock { $0 = consumer }
-        let lanes = WebhookLanes(delivery: delivery, metrics: metrics, logger: logger)
+        let lanes = WebhookLanes(delivery: delivery, metrics: metrics, tracing: tracing, logger: logger)
         try? await cancelWhenGracefulShutdown { [self] in
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await lanes.run() }
@@ -117,7 +122,8 @@ public final class WebhookSender: Service {
             return nil
         }
         return WebhookLanes.Job(callId: status.callId, body: Data(message.value), eventID: "\(message.partition)-\(message.offset)",
-                                target: target, position: position, consumer: consumer)
+                                target: target, position: position, consumer: consumer,
+                                trace: TraceParent(kafkaHeaders: message.headers), tenant: tenant)
     }
 
     /// Hex HMAC-SHA256 over `"<timestamp>.<body>"`.
@@ -138,6 +144,9 @@ final class WebhookLanes: Sendable {
         var target: WebhookTarget
         var position: CommitPositions.Position
         var consumer: KafkaConsumer
+        /// The status record's trace context.
+        var trace: TraceParent?
+        var tenant: String?
     }
 
     let positions = CommitPositions()
@@ -147,8 +156,10 @@ final class WebhookLanes: Sendable {
     private let budget: ByteBudget
     private let queues: [(stream: AsyncStream<Job>, continuation: AsyncStream<Job>.Continuation)]
     private let client: HTTPClient
+    private let tracing: CallTracing
 
-    init(delivery: WebhookDelivery, metrics: DispatchMetrics?, logger: Logger) {
+    init(delivery: WebhookDelivery, metrics: DispatchMetrics?, tracing: CallTracing = .off, logger: Logger) {
+        self.tracing = tracing
         self.delivery = delivery
         self.metrics = metrics
         self.logger = logger
@@ -205,7 +216,9 @@ final class WebhookLanes: Sendable {
         return Int(UInt(bitPattern: hasher.finalize()) % UInt(max(1, lanes)))
     }
 
-    static func cost(_ job: Job) -> Int { 512 + job.body.count + job.callId.utf8.count + job.eventID.utf8.count }
+    static func cost(_ job: Job) -> Int {
+        512 + job.body.count + job.callId.utf8.count + job.eventID.utf8.count + (job.trace.map { 64 + ($0.tracestate?.utf8.count ?? 0) } ?? 0)
+    }
 
     private func deliver(_ job: Job) async {
         var delay = Duration.milliseconds(200)
@@ -220,17 +233,27 @@ final class WebhookLanes: Sendable {
             request.headers.add(name: "X-Callpush-Signature",
                                 value: "sha256=" + WebhookSender.signature(secret: job.target.secret, timestamp: timestamp, body: job.body))
             request.body = .bytes(ByteBuffer(data: job.body))
+            let span = tracing.startSpan(SpanName.webhook, continuing: job.trace, kind: .client)
+            for (name, value) in traceHeaders(of: job, span: span, attempt: attempt) { request.headers.add(name: name, value: value) }
             do {
                 let response = try await client.execute(request, timeout: .nanoseconds(Int64(delivery.timeout.seconds * 1e9)))
                 // Read (a bounded part of) the answer so the connection can be reused.
                 _ = try? await response.body.collect(upTo: 64 * 1024)
+                span?.attributes[SpanAttributeName.httpStatus] = Int(response.status.code)
                 if (200..<300).contains(response.status.code) {
+                    span?.end()
                     metrics?.webhook("delivered")
                     return
                 }
+                span?.fail("\(response.status.code)")
             } catch {
-                if Task.isCancelled { return }
+                span?.fail("no answer")
+                if Task.isCancelled {
+                    span?.end()
+                    return
+                }
             }
+            span?.end()
             if attempt < delivery.maxAttempts {
                 metrics?.webhook("retried")
                 try? await Task.sleep(for: delay)
@@ -239,6 +262,19 @@ final class WebhookLanes: Sendable {
         }
         metrics?.webhook("failed")
         logger.warning("webhook not delivered", metadata: ["call.id": "\(job.callId)", "webhook.event": "\(job.eventID)"])
+    }
+}
+
+extension WebhookLanes {
+    /// The W3C headers of one POST: those of its span (named after the call) when traced, else
+    /// the status record's own, passed on unchanged.
+    private func traceHeaders(of job: Job, span: (any Span)?, attempt: Int) -> [(String, String)] {
+        guard let span else { return job.trace?.headerPairs ?? [] }
+        span.attributes[SpanAttributeName.callID] = job.callId
+        span.attributes[SpanAttributeName.tenant] = job.tenant
+        span.attributes[SpanAttributeName.webhookAttempt] = attempt
+        span.attributes[SpanAttributeName.httpMethod] = "POST"
+        return tracing.traceParent(of: span.context)?.headerPairs ?? []
     }
 }
 

@@ -1,7 +1,9 @@
 import CallContract
+import CallTracing
 import CallpushCore
 import Foundation
 import Logging
+import Tracing
 
 /// Turns one request event into its outcome: validate, expire, deduplicate, cancel, push with
 /// retries bounded by the ring deadline, and make the outcome durable (status, DLQ).
@@ -90,10 +92,13 @@ public struct DeliveryProcessor: Sendable {
     /// the topic always sees it, and a cancel stops a ring read before it that is still waiting or
     /// backing off (delivery tasks run concurrently and may start in any order).
     public func intake(_ event: InboundEvent) -> Intake {
+        let decoding = event.trace?.child(SpanName.decode)
+        defer { decoding?.end() }
         let request: CallRequest
         do {
             request = try CallRequest.decode(Data(event.value))
         } catch {
+            decoding?.fail(error.code.rawValue)
             return .invalid(error)
         }
         switch request {
@@ -108,6 +113,14 @@ public struct DeliveryProcessor: Sendable {
 
     /// Processes an event whose intake is done (see `intake(_:)`).
     public func process(_ intake: Intake, event: InboundEvent) async -> DeliveryResult {
+        guard let trace = event.trace else { return await processIntake(intake, event: event) }
+        // The span is the current context meanwhile, so the delivery's log lines carry its trace id.
+        let result = await ServiceContext.withValue(trace.span.context) { await processIntake(intake, event: event) }
+        trace.finish(result)
+        return result
+    }
+
+    private func processIntake(_ intake: Intake, event: InboundEvent) async -> DeliveryResult {
         switch intake {
         case .cancel(let cancel):
             return await recordCancel(cancel, event: event)
@@ -144,7 +157,8 @@ public struct DeliveryProcessor: Sendable {
         let marker = CallStatus(callId: cancel.callId, state: .cancelled, attempt: 0, replay: 0, at: now(),
                                 error: cancel.reason.map { .init(code: "cancel", message: String($0.prefix(256))) },
                                 worker: settings.workerID, tenant: cancel.tenant)
-        switch await durably({ try await publisher.publish(status: marker, partition: event.partition, within: $0) }) {
+        event.trace?.span.attributes[SpanAttributeName.callID] = cancel.callId
+        switch await writeStatus(marker, event: event) {
         case .written: return .finished(.cancelled)
         case .handedBack: return .handedBack
         case .refused(let code):
@@ -168,9 +182,14 @@ public struct DeliveryProcessor: Sendable {
         // duplicate even when its deadline has passed since — reporting it `expired` would tell
         // the backend the phone did not ring when it did. The store is this assignment's: a late
         // hand-back after the partition was assigned again does not touch the new one's.
+        event.trace?.describe(ring, deviceKey: deviceKey)
         let store = dedupe.store(for: event.partition)
         let key = DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
-        guard store.insert(key, ringDeadline: ring.ringDeadline) else {
+        let deduping = event.trace?.child(SpanName.dedupe)
+        let isNew = store.insert(key, ringDeadline: ring.ringDeadline)
+        deduping?.attributes[SpanAttributeName.duplicate] = !isNew
+        deduping?.end()
+        guard isNew else {
             log(.info, "duplicate delivery, not pushed")
             var duplicate = status
             duplicate.state = .duplicate
@@ -221,9 +240,11 @@ public struct DeliveryProcessor: Sendable {
                     VoIPPush(app: ring.app, fcmToken: ring.device.token, data: data, collapseKey: ring.callId,
                              expiration: ring.ringDeadline, deadline: deadline)
                 }
+                let attemptSpan = event.trace?.pushAttempt(machine.status.attempt, platform: platform)
                 let sentAt = ContinuousClock.now
                 let attempt = await sender.send(push)
                 metrics?.pushLatency(app: ring.app, platform: platform, ContinuousClock.now - sentAt)
+                if let attemptSpan { DeliveryTrace.end(attemptSpan, with: attempt, platform: platform) }
                 accepted = accepted || attempt.disposition == .sent
                 recordCredentialEvidence(machine.credentialEvidence(of: attempt), scope: scope, probe: machine.probing, reason: attempt.reason)
                 action = machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(ring))
@@ -231,11 +252,13 @@ public struct DeliveryProcessor: Sendable {
                 metrics?.retry(app: ring.app, platform: platform, reason: reason)
                 log(.info, "push will be retried", metadata: ["push.reason": "\(reason ?? "-")", "push.platform": "\(platform.rawValue)"])
                 // A `retrying` status the topic refuses for good is only information lost: go on retrying.
-                if case .handedBack = await durably({ try await publisher.publish(status: retrying, partition: event.partition, within: $0) }) {
+                if case .handedBack = await writeStatus(retrying, event: event) {
                     return (.handedBack, accepted)
                 }
                 action = machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring), taskCancelled: Task.isCancelled)
             case .backOff(let delay):
+                let backingOff = event.trace?.child(SpanName.backoff)
+                defer { backingOff?.end() }
                 let cancelled = await cancels.sleep(for: delay, unlessCancelled: ring.cancelScope)
                 action = machine.wokeUp(now: now(), callCancelled: cancelled, taskCancelled: Task.isCancelled)
             case .finish(let outcome, let deadLetter, let pushed):
@@ -286,6 +309,7 @@ public struct DeliveryProcessor: Sendable {
 
     /// An invalid event: a DLQ record and, when a call id can be read, a `rejected` status.
     private func reject(_ event: InboundEvent, error: ContractError, ring: RingRequest? = nil) async -> DeliveryResult {
+        event.trace?.span.attributes[SpanAttributeName.errorCode] = error.code.rawValue
         logger.warning("event rejected", metadata: [
             "call.id": "\(ring?.callId ?? event.keyAsCallID ?? "-")", "kafka.partition": "\(event.partition)",
             "kafka.offset": "\(event.offset)", "error.code": "\(error.code.rawValue)", "error.reason": "\(error.description)",
@@ -324,7 +348,7 @@ public struct DeliveryProcessor: Sendable {
             case .refused: break
             }
         }
-        switch await durably({ try await publisher.publish(status: status, partition: event.partition, within: $0) }, evenIfCancelled: evenIfCancelled) {
+        switch await writeStatus(status, event: event, evenIfCancelled: evenIfCancelled) {
         case .handedBack:
             return .handedBack
         case .written:
@@ -358,6 +382,10 @@ public struct DeliveryProcessor: Sendable {
             (DeadLetterHeader.originalOffset, String(event.offset)),
             (DeadLetterHeader.failedAt, ContractCoding.format(now())),
         ]
+        let span = event.trace?.child(SpanName.writeDeadLetter, kind: .producer)
+        span?.attributes[SpanAttributeName.errorCode] = error.code
+        defer { span?.end() }
+        headers += event.outcomeTraceHeaders(span)
         var outcome = await durably({ [headers] in try await publisher.deadLetter(key: event.key, value: event.value, headers: headers, within: $0) },
                                     evenIfCancelled: evenIfCancelled)
         if case .refused = outcome, event.value.count > Self.truncatedBytes {
@@ -376,6 +404,22 @@ public struct DeliveryProcessor: Sendable {
             ])
         case .handedBack:
             break
+        }
+        return outcome
+    }
+
+    /// Writes a status durably, in a `write status` span of the event's trace, the record carrying
+    /// the trace's context (or, untraced, the request's `traceparent`) in its headers.
+    private func writeStatus(_ status: CallStatus, event: InboundEvent, evenIfCancelled: Bool = false) async -> WriteOutcome {
+        let span = event.trace?.child(SpanName.writeStatus, kind: .producer)
+        span?.attributes[SpanAttributeName.state] = status.state.rawValue
+        span?.attributes[SpanAttributeName.partition] = "\(event.partition)"
+        let headers = event.outcomeTraceHeaders(span)
+        let outcome = await durably({ try await publisher.publish(status: status, partition: event.partition, headers: headers, within: $0) },
+                                    evenIfCancelled: evenIfCancelled)
+        if let span {
+            if case .written = outcome {} else { span.fail("status not written") }
+            span.end()
         }
         return outcome
     }

@@ -1,4 +1,5 @@
 import CallContract
+import Kafka
 
 /// A request event as the worker receives it from `voip.call-requests`.
 public struct InboundEvent: Sendable {
@@ -6,12 +7,17 @@ public struct InboundEvent: Sendable {
     public var offset: Int64
     public var key: [UInt8]?
     public var value: [UInt8]
+    /// The record's headers (its `traceparent` is passed on to the outcome records).
+    public var headers: [KafkaHeader]
+    /// The trace of its processing, when tracing is on (`DeliveryTrace`).
+    var trace: DeliveryTrace?
 
-    public init(partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8]) {
+    public init(partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8], headers: [KafkaHeader] = []) {
         self.partition = partition
         self.offset = offset
         self.key = key
         self.value = value
+        self.headers = headers
     }
 
     /// The record key as a call id, when it is short printable UTF-8 (the contract keys by callId).

@@ -17,8 +17,12 @@ public struct KafkaOutcomePublisher: OutcomePublishing {
     }
 
     public func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws {
+        try await publish(status: status, partition: partition, headers: [], within: bound)
+    }
+
+    public func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {
         let record = KafkaProducerRecord(topic: statusTopic, partition: partition, key: Array(status.callId.utf8),
-                                         value: Array(try status.encoded()))
+                                         value: Array(try status.encoded()), headers: headers.map { KafkaHeader(key: $0.0, string: $0.1) })
         try await send(record, within: bound)
     }
 

@@ -1,4 +1,5 @@
 import APNs
+import CallTracing
 import CallpushCore
 import FCM
 import Logging
@@ -8,7 +9,7 @@ import ServiceLifecycle
 /// runs in reverse: the worker drains before the APNs client closes). `push-worker`'s `@main`
 /// and the tests call this same builder.
 public enum PushWorkerApp {
-    public static func services(_ environment: WorkerEnvironment, logger: Logger) throws -> [any Service] {
+    public static func services(_ environment: WorkerEnvironment, logger: Logger, tracing: CallTracing = .off) throws -> [any Service] {
         // A client per platform the apps file has credentials for (an app may have either or both).
         let apns = environment.apps.isEmpty ? nil : try APNSClient(configuration: environment.apns, apps: environment.apps, logger: logger)
         let fcm = environment.fcmApps.isEmpty ? nil : try FCMClient(configuration: environment.fcm, apps: environment.fcmApps, logger: logger)
@@ -16,7 +17,7 @@ public enum PushWorkerApp {
         let worker = try PushWorkerService(
             configuration: environment.worker, sender: sender,
             apps: Set(environment.apps.keys.map(\.rawValue)), androidApps: Set(environment.fcmApps.keys.map(\.rawValue)),
-            ackTokens: try AckTokenSigner(secret: environment.ackSecret), logger: logger)
+            ackTokens: try AckTokenSigner(secret: environment.ackSecret), logger: logger, tracing: tracing)
         let http = WorkerHTTPServer.make(worker: worker, host: environment.httpHost, port: environment.httpPort, logger: logger)
         var services: [any Service] = []
         if let apns { services.append(apns) }

@@ -1,4 +1,5 @@
 import CallContract
+import CallTracing
 import CallpushCore
 import Foundation
 import Kafka
@@ -28,6 +29,8 @@ public final class PushWorkerService: Service, Sendable {
     public let metrics: WorkerMetrics
     /// Whether the worker makes progress (`/readyz`, `/healthz`).
     public let health: WorkerHealth
+    /// Traces each event's processing (off by default).
+    let tracing: CallTracing
     private let pauses: AsyncStream<(Int32, Bool)>
     private let pauseRequests: AsyncStream<(Int32, Bool)>.Continuation
 
@@ -37,8 +40,9 @@ public final class PushWorkerService: Service, Sendable {
     ///   - androidApps: apps with FCM credentials.
     public init(configuration: PushWorkerConfiguration, sender: any VoIPPushSending, apps: Set<String>,
                 androidApps: Set<String> = [], ackTokens: AckTokenSigner, logger: Logger, metrics: WorkerMetrics = WorkerMetrics(),
-                history: (any StatusHistoryRebuilding)? = nil) throws {
+                history: (any StatusHistoryRebuilding)? = nil, tracing: CallTracing = .off) throws {
         self.configuration = configuration
+        self.tracing = tracing
         self.logger = logger
         self.metrics = metrics
         let health = WorkerHealth(bounds: configuration.health)
@@ -130,7 +134,7 @@ public final class PushWorkerService: Service, Sendable {
     private func consume() async throws {
         for try await message in consumer.messages {
             guard await backlog.acquire() else { return }
-            let event = InboundEvent(partition: message.partition, offset: message.offset, key: message.key, value: message.value)
+            let event = InboundEvent(message, tracing: tracing)
             // A cancel takes effect here, in partition order, before this event or any later one waits
             // for anything; it needs no in-flight slot (its marker status is written by its task).
             let intake = processor.intake(event)

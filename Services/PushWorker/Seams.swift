@@ -107,6 +107,8 @@ public protocol VoIPPushSending: Sendable {
 public protocol OutcomePublishing: Sendable {
     /// Writes a status to the status topic, into partition `partition` (the request's partition number).
     func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws
+    /// The same with record headers (the trace context, `traceparent` / `tracestate`).
+    func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws
     /// Writes the original request bytes to the DLQ with the contract's headers.
     func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws
     /// How to treat `error`, thrown by `publish` or `deadLetter`.
@@ -115,6 +117,11 @@ public protocol OutcomePublishing: Sendable {
 
 extension OutcomePublishing {
     public func classify(_ error: any Error) -> OutcomeWriteFailure { .retriable }
+
+    /// A publisher that keeps no headers writes the status without them.
+    public func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {
+        try await publish(status: status, partition: partition, within: bound)
+    }
 }
 
 /// How the worker treats a failed outcome write.

@@ -1,6 +1,7 @@
 import APNs
 import APNsSimulator
 import CallContract
+import CallTracing
 import CallpushCore
 import CallpushTestSupport
 import Foundation
@@ -25,6 +26,8 @@ final class DispatchTestbed: Sendable {
     }
     private let current: Locked<Running?>
     private let partitions: Int
+    /// What dispatch traces with.
+    private let tracing: CallTracing
 
     /// The dispatch instance running now.
     var app: DispatchApp { current.withLock { $0!.app } }
@@ -42,8 +45,9 @@ final class DispatchTestbed: Sendable {
         KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: clientID, properties: fastProperties)
     }
 
-    private init(partitions: Int, configure: (inout DispatchConfiguration) -> Void) async throws {
+    private init(partitions: Int, tracing: CallTracing, configure: (inout DispatchConfiguration) -> Void) async throws {
         self.partitions = partitions
+        self.tracing = tracing
         let suffix = UUID().uuidString.prefix(8).lowercased()
         topics = ("requests-\(suffix)", "status-\(suffix)", "dlq-\(suffix)")
         cluster = try EmbeddedKafkaCluster(brokers: 3, logger: quietLogger)
@@ -61,7 +65,7 @@ final class DispatchTestbed: Sendable {
 
     /// Starts a dispatch instance (the testbed's configuration) and waits until it listens.
     func startDispatch() async throws {
-        let app = try DispatchApp(configuration: configuration, logger: quietLogger)
+        let app = try DispatchApp(configuration: configuration, logger: quietLogger, tracing: tracing)
         let group = ServiceGroup(services: app.services, logger: quietLogger)
         let task = Task { try await group.run() }
         let port = await app.port()
@@ -75,9 +79,9 @@ final class DispatchTestbed: Sendable {
         _ = await running.task.result
     }
 
-    static func with(partitions: Int = 3, configure: (inout DispatchConfiguration) -> Void = { _ in },
+    static func with(partitions: Int = 3, tracing: CallTracing = .off, configure: (inout DispatchConfiguration) -> Void = { _ in },
                      _ body: (DispatchTestbed) async throws -> Void) async throws {
-        let bed = try await DispatchTestbed(partitions: partitions, configure: configure)
+        let bed = try await DispatchTestbed(partitions: partitions, tracing: tracing, configure: configure)
         do {
             try await bed.waitReady()
             try await body(bed)
@@ -146,7 +150,7 @@ final class DispatchTestbed: Sendable {
         let task: Task<Void, any Error>
     }
 
-    func startWorker() async throws -> Worker {
+    func startWorker(tracing: CallTracing = .off) async throws -> Worker {
         let key = APNsSimulatorTestKey()
         var simulatorConfiguration = APNsSimulatorConfiguration()
         simulatorConfiguration.tokenKeys = [key.tokenKey]
@@ -170,7 +174,7 @@ final class DispatchTestbed: Sendable {
         configuration.rebuildTimeout = .seconds(10)
         configuration.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300), maxAttempts: 1_000)
         let worker = try PushWorkerService(configuration: configuration, sender: APNsPushSender(client: client), apps: ["rider"],
-                                           ackTokens: try AckTokenSigner(secret: testSecret), logger: quietLogger)
+                                           ackTokens: try AckTokenSigner(secret: testSecret), logger: quietLogger, tracing: tracing)
         let group = ServiceGroup(services: [client, worker], logger: quietLogger)
         let task = Task { try await group.run() }
         // Owning every partition before the test rings: a first group join can be slow on a loaded

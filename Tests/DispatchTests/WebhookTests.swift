@@ -19,6 +19,8 @@ import Locking
         var signature: String
         var query: String?
         var at: ContinuousClock.Instant
+        /// The W3C context the POST carried.
+        var traceparent: String
     }
 
     static func header(_ request: Request, _ name: String) -> String {
@@ -47,7 +49,7 @@ import Locking
                 received.withLock {
                     $0.append(Received(status: status, body: body, eventID: eventID, timestamp: WebhookTests.header(request, "x-callpush-timestamp"),
                                        signature: WebhookTests.header(request, "x-callpush-signature"), query: request.uri.query,
-                                       at: ContinuousClock.now))
+                                       at: ContinuousClock.now, traceparent: WebhookTests.header(request, "traceparent")))
                 }
                 return Response(status: .noContent)
             }

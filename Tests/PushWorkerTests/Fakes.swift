@@ -45,7 +45,7 @@ final class ScriptedSender: VoIPPushSending {
 /// A Kafka stand-in recording statuses and DLQ records; can fail the first N writes.
 final class RecordingPublisher: OutcomePublishing {
     struct DeadLetter: Sendable { var key: [UInt8]?; var value: [UInt8]; var headers: [String: String] }
-    private let state = Locked<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int)>(([], [], 0))
+    private let state = Locked<(statuses: [(CallStatus, Int32)], dlq: [DeadLetter], failuresLeft: Int, headers: [[String: String]])>(([], [], 0, []))
 
     init(failFirst: Int = 0) { state.withLock { $0.failuresLeft = failFirst } }
 
@@ -55,11 +55,19 @@ final class RecordingPublisher: OutcomePublishing {
     struct Unavailable: Error {}
 
     func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws {
+        try await publish(status: status, partition: partition, headers: [], within: bound)
+    }
+
+    func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {
         try state.withLock { state in
             if state.failuresLeft > 0 { state.failuresLeft -= 1; throw Unavailable() }
             state.statuses.append((status, partition))
+            state.headers.append(Dictionary(headers, uniquingKeysWith: { a, _ in a }))
         }
     }
+
+    /// The headers of every status written (cancel markers included), in order.
+    var statusHeaders: [[String: String]] { state.withLock { $0.headers } }
 
     func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws {
         try state.withLock { state in
@@ -87,7 +95,8 @@ struct Harness {
     init(sender: ScriptedSender = ScriptedSender(), publisher: RecordingPublisher = RecordingPublisher(),
          retry: RetryPolicy = RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20), maxAttempts: 8, minimumRemaining: .milliseconds(5)),
          credentials: CredentialCircuit = CredentialCircuit(), outcomeWriteBound: Duration = .seconds(10),
-         now: @escaping @Sendable () -> Date = { Date() }) {
+         now: @escaping @Sendable () -> Date = { Date() },
+         logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.sender = sender
         self.publisher = publisher
         var settings = DeliveryProcessor.Settings(workerID: "test-worker", apps: ["rider", "taxi"], androidApps: ["rider"], retry: retry,
@@ -97,7 +106,7 @@ struct Harness {
             settings: settings,
             sender: sender, publisher: publisher, cancels: CancelSignals(),
             dedupe: PartitionDedupe(retention: .seconds(60), capacity: 10_000),
-            ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: now)
+            ackTokens: try! AckTokenSigner(secret: testSecret), credentials: credentials, logger: logger, now: now)
     }
 
     func process(_ request: CallRequest, partition: Int32 = 3, offset: Int64 = 100) async throws -> DeliveryResult {
