@@ -34,6 +34,9 @@ final class StreamSlots: Sendable {
         }
     }
 
+    /// Streams open now.
+    var openCount: Int { state.withLock { $0.total } }
+
     /// Whether the instance-wide cap is reached.
     var isFull: Bool { state.withLock { $0.total >= totalLimit } }
 }
