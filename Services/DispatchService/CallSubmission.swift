@@ -1,5 +1,4 @@
 import CallContract
-import CallpushCore
 import Foundation
 
 /// The body of `POST /v1/calls`: ring one or more devices of one callee for one call.
@@ -215,7 +214,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         if data.count + Self.payloadOverheadBound <= limit { return data }
         // The worker adds an ack token (base64url of a fixed length) and the device key.
         let payload = VoIPPayload(ring: ring, deviceKey: DeviceKey.make(token: ring.device.token),
-                                  ackToken: String(repeating: "A", count: AckTokenSigner.tokenLength))
+                                  ackToken: String(repeating: "A", count: VoIPPayload.ackTokenLength))
         do {
             switch ring.device.platform {
             case .ios: _ = try payload.encoded()

@@ -21,6 +21,10 @@ public struct VoIPPayload: Sendable, Hashable, Codable {
     public var attributes: [String: String]
     /// HMAC over callId and deviceKey, returned with the ack; proves the ack comes from the pushed device.
     public var ackToken: String
+
+    /// Characters of the ack token the worker signs (`AckTokenSigner`, version 2): the payload size
+    /// checks count them before a token exists.
+    public static let ackTokenLength = 58
     public var replay: Int
 
     public init(ring: RingRequest, deviceKey: String, ackToken: String) {

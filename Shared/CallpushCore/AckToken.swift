@@ -1,3 +1,4 @@
+import CallContract
 import Crypto
 import Foundation
 
@@ -29,7 +30,7 @@ public struct AckTokenSigner: Sendable {
     }
 
     /// Characters of a version-2 token (the VoIP payload size check counts them).
-    public static let tokenLength = 58
+    public static let tokenLength = VoIPPayload.ackTokenLength
 
     /// Raw secret bytes (swift-crypto's `SymmetricKey` is not `Sendable`; a key is made per use).
     private let secret: [UInt8]

@@ -26,16 +26,24 @@ public final class KafkaProducer: Service, Sendable {
     /// The configuration the producer was created with.
     public let configuration: KafkaProducerConfiguration
     let logger: Logger
+    /// Where bounded sends register their deadlines (``DeadlineSweeper/shared`` unless a test gives
+    /// the producer its own, to count only its deadlines).
+    let deadlines: DeadlineSweeper
     private let clients: Locked<ProducerReplacement>
     private let stopped = OneShotSignal()
 
     /// Creates the producer and starts its delivery-report thread.
     ///
     /// - Throws: ``KafkaError`` with code ``KafkaError/Code/configuration`` naming a rejected property.
-    public init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
+    public convenience init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
+        try self.init(configuration: configuration, logger: logger, deadlines: .shared)
+    }
+
+    init(configuration: KafkaProducerConfiguration, logger: Logger, deadlines: DeadlineSweeper) throws(KafkaError) {
         self.configuration = configuration
         self.logger = logger
-        let first = try ProducerClient(configuration: configuration, logger: logger)
+        self.deadlines = deadlines
+        let first = try ProducerClient(configuration: configuration, logger: logger, deadlines: deadlines)
         self.clients = Locked(ProducerReplacement(
             first, backoff: configuration.replacementBackoff, maxBackoff: configuration.maxReplacementBackoff
         ))
@@ -201,7 +209,7 @@ public final class KafkaProducer: Service, Sendable {
         guard !stopped.isFinished else { return }
         let fresh: ProducerClient
         do {
-            fresh = try ProducerClient(configuration: configuration, logger: logger)
+            fresh = try ProducerClient(configuration: configuration, logger: logger, deadlines: deadlines)
         } catch {
             logger.error("cannot create a kafka producer client to replace a failed one", metadata: ["kafka.error": "\(error)"])
             clients.withLock { $0.replacementFailed(now: .now) }

@@ -134,9 +134,10 @@ struct BoundedSendTests {
         try await withCluster(brokers: 1) { cluster in
             let topic = TestSupport.unique("bounded")
             try cluster.createTopic(topic, partitions: 1)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+            let deadlines = DeadlineSweeper()
+            try await withProducer(TestSupport.producerConfiguration(cluster), deadlines: deadlines) { producer in
                 try await producer.send(.numbered(topic: topic, 0), timeout: .seconds(10))
-                #expect(DeadlineSweeper.shared.pendingCount == 0, "an answered send leaves no deadline behind")
+                #expect(deadlines.pendingCount == 0, "an answered send leaves no deadline behind")
 
                 try cluster.setBrokerRoundTripTime(1, .seconds(10))
                 let started = ContinuousClock.now
@@ -162,14 +163,15 @@ struct BoundedSendTests {
         try await withCluster(brokers: 1) { cluster in
             let topic = TestSupport.unique("bounded-many")
             try cluster.createTopic(topic, partitions: 2)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
+            let deadlines = DeadlineSweeper()
+            try await withProducer(TestSupport.producerConfiguration(cluster), deadlines: deadlines) { producer in
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for number in 0..<200 {
                         group.addTask { try await producer.send(.numbered(topic: topic, number), timeout: .seconds(20)) }
                     }
                     try await group.waitForAll()
                 }
-                #expect(DeadlineSweeper.shared.pendingCount == 0)
+                #expect(deadlines.pendingCount == 0)
             }
         }
     }

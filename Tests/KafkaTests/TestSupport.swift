@@ -103,11 +103,13 @@ func withCluster<T: Sendable>(
 }
 
 /// Creates a producer, runs `body`, and always shuts the producer down.
+/// `deadlines`: the sweeper its bounded sends use (a test's own, to count only this producer's).
 func withProducer<T: Sendable>(
     _ configuration: KafkaProducerConfiguration,
+    deadlines: DeadlineSweeper = .shared,
     _ body: (KafkaProducer) async throws -> T
 ) async throws -> T {
-    let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger)
+    let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger, deadlines: deadlines)
     do {
         let result = try await body(producer)
         await producer.shutdown()

@@ -4,8 +4,8 @@ extension ProducerClient {
     /// Sends `records` and returns one result per record, in order, once every record was
     /// acknowledged or failed, or once `deadline` passed (then the records still unanswered fail
     /// with ``KafkaError/Code/timeout``, possibly persisted: librdkafka keeps them and may still
-    /// deliver them). One continuation per batch; a deadline is one entry in the shared
-    /// ``DeadlineSweeper``, not a task.
+    /// deliver them). One continuation per batch; a deadline is one entry in the producer's
+    /// ``DeadlineSweeper`` (the shared one), not a task.
     ///
     /// - Throws: ``KafkaError`` only when nothing could be sent (shut down, fatal error).
     func send(
@@ -16,9 +16,9 @@ extension ProducerClient {
         let batch = DeliveryBatch(count: records.count)
         let failedLocally = await produceAll(records, batch: batch, deadline: deadline)
         if let continuation = state.withLock({ $0.leaveSend() }) { continuation.resume() }
-        let token = deadline.map { deadline in DeadlineSweeper.shared.add(at: deadline) { batch.expire() } }
+        let token = deadline.map { deadline in deadlines.add(at: deadline) { batch.expire() } }
         let answered = await batch.senderDoneAndWait()
-        if let token { DeadlineSweeper.shared.remove(token) }
+        if let token { deadlines.remove(token) }
         var results: [Result<KafkaDeliveryReport, KafkaError>] = []
         results.reserveCapacity(records.count)
         for index in records.indices {

@@ -10,6 +10,7 @@ import Locking
 final class ProducerClient: Sendable {
     let configuration: KafkaProducerConfiguration
     let logger: Logger
+    let deadlines: DeadlineSweeper
     let client: RDKafkaClient
     let state = Locked(ProducerStateMachine())
     /// `rd_kafka_topic_t` handles by topic name, destroyed at shutdown.
@@ -18,9 +19,10 @@ final class ProducerClient: Sendable {
     private let pollThreadExit = OneShotSignal()
 
     /// Creates the client and starts its delivery-report thread.
-    init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
+    init(configuration: KafkaProducerConfiguration, logger: Logger, deadlines: DeadlineSweeper) throws(KafkaError) {
         self.configuration = configuration
         self.logger = logger
+        self.deadlines = deadlines
         self.client = try RDKafkaClient.create(
             type: RD_KAFKA_PRODUCER,
             properties: configuration.librdkafkaProperties,
