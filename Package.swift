@@ -308,9 +308,17 @@ let package = Package(
             path: "Benchmarks/callpush-bench"
         ),
 
+        // Child processes, their generated keys and config files, ports, loopback HTTP and /proc
+        // samples: what the campaign and the process benchmarks (`callpush-bench drain`) share.
+        .target(
+            name: "ProcessStack",
+            dependencies: ["Locking", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/ProcessStack"
+        ),
+
         .executableTarget(
             name: "callpush-campaign",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "ProcessStack",
                 "Kafka", "CallContract",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
