@@ -296,9 +296,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "callpush-bench",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "ProcessStack",
                 "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
                 "FCM", "FCMSimulator",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
