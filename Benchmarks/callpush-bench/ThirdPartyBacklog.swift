@@ -12,7 +12,8 @@ import ProcessStack
 struct ThirdPartyBacklog {
     let app: String
     let events: Int
-    /// The ring deadline of every event (far enough for the slowest drain of the run).
+    /// The ring deadline of the first event; each later one is as far after its own `requestedAt`
+    /// (far enough for the slowest drain of the run).
     let ringDeadline: Date
     /// `callId<TAB>json` lines, kcat's `-K '\t' -l` input.
     let path: String
@@ -27,10 +28,14 @@ struct ThirdPartyBacklog {
         path = directory + "/backlog-\(events).tsv"
         var lines: [UInt8] = []
         lines.reserveCapacity(events * 560)
-        let requestedAt = Self.isoformat(Date())
-        let deadline = Self.isoformat(ringDeadline)
+        let start = Date()
         var generator = SystemRandomNumberGenerator()
         for index in 0..<events {
+            // Each event carries its own instant, as events written over time do (one shared
+            // timestamp would make every event take the same decoder path).
+            let requestedDate = start.addingTimeInterval(Double(index) * 0.000_137)
+            let requestedAt = Self.isoformat(requestedDate)
+            let deadline = Self.isoformat(requestedDate.addingTimeInterval(ringDeadline.timeIntervalSince(start)))
             let callId = UUID.randomVersion4().uuidString.lowercased()
             let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
             // One caller in eight has a name outside ASCII, which json.dumps escapes.
