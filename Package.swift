@@ -296,9 +296,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "callpush-bench",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "ProcessStack",
                 "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
                 "FCM", "FCMSimulator",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -308,9 +309,17 @@ let package = Package(
             path: "Benchmarks/callpush-bench"
         ),
 
+        // Child processes, their generated keys and config files, ports, loopback HTTP and /proc
+        // samples: what the campaign and the process benchmarks (`callpush-bench drain`) share.
+        .target(
+            name: "ProcessStack",
+            dependencies: ["Locking", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/ProcessStack"
+        ),
+
         .executableTarget(
             name: "callpush-campaign",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "ProcessStack",
                 "Kafka", "CallContract",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,5 +1,6 @@
 import CallContract
 import Foundation
+import ProcessStack
 import Locking
 
 /// Rings calls through dispatch (`POST /v1/calls`) and cancels some (`DELETE /v1/calls/{id}`),
@@ -62,7 +63,7 @@ final class CallLoad: Sendable {
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<count {
                 group.addTask {
-                    let tokens = (0..<(index % 10 == 9 ? 2 : 1)).map { _ in CampaignFiles.randomHex(32) }
+                    let tokens = (0..<(index % 10 == 9 ? 2 : 1)).map { _ in StackFiles.randomHex(32) }
                     let kind: Kind = cancelEvery.map { index % $0 == $0 / 2 } == true ? .cancelledFirst : .regular
                     await self.ringOne(index: index, kind: kind, production: tokens, sandbox: [], ringTimeout: self.ringTimeoutSeconds)
                 }
@@ -96,7 +97,7 @@ final class CallLoad: Sendable {
         var kind = kind
         if kind == .cancelledFirst, !(await cancel(callId)) { kind = .regular }
         let body: [String: Any] = [
-            "callId": callId, "app": CampaignFiles.app,
+            "callId": callId, "app": Stack.app,
             "devices": production.map { ["token": $0, "environment": "production"] }
                 + sandbox.map { ["token": $0, "environment": "sandbox"] },
             "caller": ["handle": "campaign-\(index)", "displayName": "Campaign Caller"],

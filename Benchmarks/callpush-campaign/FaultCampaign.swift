@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ProcessStack
 import Logging
 
 /// Rings calls through dispatch while injecting faults, then checks every outcome from outside.

@@ -1,5 +1,6 @@
 import CallContract
 import Foundation
+import ProcessStack
 
 /// Faults carried by calls: devices the simulator refuses, cancels, and the DLQ replay.
 extension FaultPlan {
@@ -9,8 +10,8 @@ extension FaultPlan {
     /// `BadEnvironmentKeyInToken` as APNs refuses a token whose environment the key is not valid
     /// for: the worker suspends the app's sandbox pushes, never its production ones).
     func ringDoomedAndMismatched(cycle: Int) async throws {
-        let doomedTokens = (0..<Self.doomedPerCycle).map { _ in CampaignFiles.randomHex(32) }
-        let sandboxTokens = (0..<Self.mismatchedPerCycle).map { _ in CampaignFiles.randomHex(32) }
+        let doomedTokens = (0..<Self.doomedPerCycle).map { _ in StackFiles.randomHex(32) }
+        let sandboxTokens = (0..<Self.mismatchedPerCycle).map { _ in StackFiles.randomHex(32) }
         try await simulator.refuse(doomedTokens, status: 400, reason: "BadDeviceToken")
         try await simulator.refuse(sandboxTokens, status: 403, reason: "BadEnvironmentKeyInToken")
         var calls: [Doomed] = []
@@ -21,7 +22,7 @@ extension FaultPlan {
         }
         addDoomed(calls)
         for token in sandboxTokens {
-            await load.ring(.mismatched, production: [CampaignFiles.randomHex(32)], sandbox: [token], ringTimeout: load.ringTimeoutSeconds)
+            await load.ring(.mismatched, production: [StackFiles.randomHex(32)], sandbox: [token], ringTimeout: load.ringTimeoutSeconds)
         }
     }
 
@@ -55,9 +56,9 @@ extension FaultPlan {
             environment: [:], logPath: logPath)
         guard let exit = await replay.waitForExit(timeout: .seconds(90)) else {
             await replay.stop(timeout: .seconds(5))
-            throw CampaignError("callpush replay did not end within 90 s (see \(logPath))")
+            throw StackError("callpush replay did not end within 90 s (see \(logPath))")
         }
-        guard exit == .status(0) else { throw CampaignError("callpush replay ended with \(exit) (see \(logPath))") }
+        guard exit == .status(0) else { throw StackError("callpush replay ended with \(exit) (see \(logPath))") }
         markReplayed(cycle: cycle)
         let log = String(decoding: FileManager.default.contents(atPath: logPath) ?? Data(), as: UTF8.self)
         if let summary = log.split(separator: "\n").last(where: { $0.hasPrefix("replayed ") }) { note("callpush replay: \(summary)") }

@@ -1,5 +1,6 @@
 import CallContract
 import Foundation
+import ProcessStack
 import Kafka
 
 /// Worker faults: the rolling restart, with a producer fatal error and a slow assignment on two

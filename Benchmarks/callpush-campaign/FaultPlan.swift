@@ -1,5 +1,6 @@
 import CallContract
 import Foundation
+import ProcessStack
 import Kafka
 import Locking
 

@@ -1,5 +1,6 @@
 import CallContract
 import Foundation
+import ProcessStack
 
 /// Malformed and oversized events written straight to `voip.call-requests` with `kcat` (as a
 /// misbehaving producer would), each of which must come back on the DLQ with a reason.
@@ -14,7 +15,7 @@ struct InvalidEvents: Sendable {
     static func batch(tag: String) -> [Event] {
         let now = ISO8601DateFormatter().string(from: Date())
         let deadline = ISO8601DateFormatter().string(from: Date().addingTimeInterval(60))
-        let token = CampaignFiles.randomHex(32)
+        let token = StackFiles.randomHex(32)
         func ring(_ fields: String) -> [UInt8] { Array(fields.utf8) }
         let bigAttributes = (0..<80).map { "\"a\($0)\":\"\(String(repeating: "x", count: 90))\"" }.joined(separator: ",")
         let events: [(String, [UInt8])] = [
@@ -22,12 +23,12 @@ struct InvalidEvents: Sendable {
             ("missing-fields", ring("{\"type\":\"ring\",\"callId\":\"\(UUID().uuidString.lowercased())\"}")),
             ("unknown-type", ring("{\"type\":\"dance\",\"callId\":\"\(UUID().uuidString.lowercased())\"}")),
             ("bad-token", ring("""
-                {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(CampaignFiles.app)",\
+                {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(Stack.app)",\
                 "device":{"token":"zz\(tag)","environment":"sandbox"},"caller":{"handle":"x"},\
                 "requestedAt":"\(now)","ringDeadline":"\(deadline)","replay":0}
                 """)),
             ("oversized-payload", ring("""
-                {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(CampaignFiles.app)",\
+                {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(Stack.app)",\
                 "device":{"token":"\(token)","environment":"sandbox"},"caller":{"handle":"x"},\
                 "requestedAt":"\(now)","ringDeadline":"\(deadline)","replay":0,"attributes":{\(bigAttributes)}}
                 """)),
@@ -42,7 +43,7 @@ struct InvalidEvents: Sendable {
         for event in events {
             let path = "\(directory)/\(event.key).bin"
             guard FileManager.default.createFile(atPath: path, contents: Data(event.value)) else {
-                throw CampaignError("cannot write \(path)")
+                throw StackError("cannot write \(path)")
             }
             let kcat = try ChildProcess(
                 name: "kcat", executable: try which("kcat"),
@@ -50,17 +51,9 @@ struct InvalidEvents: Sendable {
                 environment: [:], logPath: "\(directory)/kcat.log")
             guard let exit = await kcat.waitForExit(timeout: .seconds(30)), exit == .status(0) else {
                 _ = await kcat.stop(timeout: .seconds(1))
-                throw CampaignError("kcat failed for \(event.name) (see \(directory)/kcat.log)")
+                throw StackError("kcat failed for \(event.name) (see \(directory)/kcat.log)")
             }
         }
-    }
-
-    static func which(_ program: String) throws -> String {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-            let path = "\(directory)/\(program)"
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        throw CampaignError("\(program) not found on PATH")
     }
 
     /// The events not on the DLQ with a non-empty `callpush-error` and `callpush-reason`.

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessStack
 
 /// The simulator's fault set as the campaign composes it: fixed answers for some device tokens
 /// (mismatched environments, doomed devices), which stay while time-windowed faults (503, GOAWAY,
@@ -56,13 +57,13 @@ actor SimulatorFaults {
 
     private func apply() async throws {
         guard var faults = try JSONSerialization.jsonObject(with: Data(windowFault.utf8)) as? [String: Any] else {
-            throw CampaignError("simulator fault \(windowFault) is not a JSON object")
+            throw StackError("simulator fault \(windowFault) is not a JSON object")
         }
         faults["tokenOutcomes"] = tokenOutcomes.mapValues { ["status": $0.status, "reason": $0.reason] as [String: Any] }
         let body = try JSONSerialization.data(withJSONObject: faults)
         let response = try await http.send("PUT", "\(adminURL)/faults", body: body)
         guard response.status == 200 || response.status == 204 else {
-            throw CampaignError("PUT /admin/faults answered \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
+            throw StackError("PUT /admin/faults answered \(response.status): \(String(decoding: response.body.prefix(200), as: UTF8.self))")
         }
     }
 }

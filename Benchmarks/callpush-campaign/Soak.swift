@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ProcessStack
 import Logging
 
 /// A bounded soak: a fixed call rate through dispatch → workers → simulator, sampling memory and

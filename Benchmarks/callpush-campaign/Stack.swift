@@ -1,5 +1,6 @@
 import CallContract
 import Foundation
+import ProcessStack
 import Kafka
 import Logging
 import Locking
@@ -8,9 +9,11 @@ import Locking
 /// through its API) and, as child processes, the APNs simulator, dispatch and the push-workers.
 final class Stack: Sendable {
     static let partitions = 6
+    /// The app of every call (the apps files name it).
+    static let app = "campaign"
 
     let cluster: EmbeddedKafkaCluster
-    let files: CampaignFiles
+    let files: StackFiles
     let binDirectory: String
     let simulatorPort: Int
     let adminPort: Int
@@ -22,7 +25,7 @@ final class Stack: Sendable {
     var elapsed: Double { (ContinuousClock.now - started).seconds }
     /// Every run of every child, by name (a restarted worker has two runs).
     private let runs = Locked<[String: [ChildProcess]]>([:])
-    /// The next unused token key (one per worker run; see ``CampaignFiles``).
+    /// The next unused token key (one per worker run; see ``StackFiles``).
     private let nextKey = Locked(0)
     /// Runs started per worker slot (each run gets its own identity).
     private let workerRuns = Locked<[Int: Int]>([:])
@@ -43,7 +46,8 @@ final class Stack: Sendable {
          workerEnvironment: [Int: [String: String]] = [:], tokenKeys: Int = 0) throws {
         self.binDirectory = binDirectory
         self.workerEnvironment = workerEnvironment
-        files = try CampaignFiles(directory: directory, keys: max(tokenKeys, workers + 16))
+        files = try StackFiles(directory: directory, keys: max(tokenKeys, workers + 16), app: Self.app,
+                               bundleID: "com.example.campaign")
         cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)  // pinnedLeader assumes 3
         try cluster.createTopic(Topics.requests, partitions: Self.partitions)
         try cluster.createTopic(Topics.status, partitions: Self.partitions)
@@ -126,7 +130,7 @@ final class Stack: Sendable {
             defer { next += 1 }
             return next
         }
-        guard key < files.appsFiles.count else { throw CampaignError("no unused token key left for another worker run") }
+        guard key < files.appsFiles.count else { throw StackError("no unused token key left for another worker run") }
         environment["CALLPUSH_APPS_FILE"] = files.appsFiles[key]
         environment.merge(workerEnvironment[index] ?? [:]) { _, slot in slot }
         _ = try launch(Self.workerName(index), program: "push-worker", arguments: [], environment: environment, logName: identity)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A push-worker a team would write in a day, the reference for `callpush-bench drain`.
 
-confluent-kafka (librdkafka, like callpush) consumes `voip.call-requests`; each ring is decoded,
-its deadline checked, deduplicated by (callId, device token, replay), pushed with the UNMODIFIED
+confluent-kafka (librdkafka, like callpush) consumes `voip.call-requests`; each ring is decoded
+(an undecodable event gets a `rejected` status), its deadline checked, deduplicated by (callId,
+device token, replay), pushed with the UNMODIFIED
 aioapns client (pointed at the APNs simulator the way Tests/APNsSimulatorTests/aioapns does), and
 a status is produced to the same partition number of the status topic. Offsets are committed
 after the batch's statuses were acknowledged (at-least-once, as callpush does).
@@ -78,14 +79,21 @@ async def main(args):
 
     async def deliver(message):
         nonlocal sent
-        event = json.loads(message.value())
-        if event.get("type") != "ring":
-            return None
-        device = event["device"]
-        status = {"callId": event["callId"], "deviceId": device.get("id"), "app": event["app"],
-                  "attempt": 0, "replay": event.get("replay", 0), "worker": worker}
-        key = (event["callId"], device["token"], event.get("replay", 0))
-        deadline = parse_time(event["ringDeadline"])
+        try:
+            event = json.loads(message.value())
+            if event.get("type") != "ring":
+                return None
+            device = event["device"]
+            status = {"callId": event["callId"], "deviceId": device.get("id"), "app": event["app"],
+                      "attempt": 0, "replay": event.get("replay", 0), "worker": worker}
+            key = (event["callId"], device["token"], event.get("replay", 0))
+            deadline = parse_time(event["ringDeadline"])
+            handle = event["caller"]["handle"]
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            status = {"callId": (message.key() or b"").decode(errors="replace"), "state": "rejected", "attempt": 0,
+                      "error": {"code": "invalid", "message": str(error)[:200]}, "worker": worker, "at": now_text()}
+            producer.produce(args.status, key=message.key(), value=json.dumps(status).encode(), partition=message.partition())
+            return status
         if key in handled:
             status["state"] = "duplicate"
         elif deadline <= datetime.now(timezone.utc):
@@ -94,7 +102,7 @@ async def main(args):
             handled.add(key)
             request = NotificationRequest(
                 device_token=device["token"],
-                message={"callId": event["callId"], "handle": event["caller"]["handle"],
+                message={"callId": event["callId"], "handle": handle,
                          "displayName": event["caller"].get("displayName"), "hasVideo": event.get("hasVideo", False),
                          "ringDeadline": event["ringDeadline"], "attributes": event.get("attributes", {})},
                 push_type=PushType.VOIP, priority=10,

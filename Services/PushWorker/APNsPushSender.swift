@@ -21,7 +21,7 @@ public struct APNsPushSender: VoIPPushSending {
             app: APNSAppID(push.app), deviceToken: push.deviceToken,
             environment: push.environment == .production ? .production : .sandbox,
             payload: push.payload, expiration: .at(push.expiration),
-            apnsID: UUID(uuidString: push.apnsID) ?? UUID.randomVersion4(),
+            apnsID: Self.uuid(push.apnsID) ?? UUID.randomVersion4(),
             timeout: .milliseconds(Int64(remaining * 1000)))
         let outcome = await client.send(request)
         return PushAttempt(
@@ -32,5 +32,38 @@ public struct APNsPushSender: VoIPPushSending {
             uniqueID: outcome.uniqueID,
             timestamp: outcome.timestamp,
             minimumRetryDelay: outcome.status == 429 ? .seconds(1) : .zero)
+    }
+
+    /// The UUID of a lower- or upper-case 8-4-4-4-12 text (what ``APNsID/make(callId:deviceKey:replay:)``
+    /// writes), read directly: `UUID(uuidString:)` goes through `sscanf`.
+    static func uuid(_ text: String) -> UUID? {
+        var text = text
+        return text.withUTF8 { bytes -> UUID? in
+            guard bytes.count == 36 else { return nil }
+            var uuid = UUID().uuid
+            let parsed = withUnsafeMutableBytes(of: &uuid) { out -> Bool in
+                var index = 0
+                for position in 0..<16 {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        guard bytes[index] == UInt8(ascii: "-") else { return false }
+                        index += 1
+                    }
+                    guard let high = hexValue(bytes[index]), let low = hexValue(bytes[index + 1]) else { return false }
+                    out[position] = high << 4 | low
+                    index += 2
+                }
+                return true
+            }
+            return parsed ? UUID(uuid: uuid) : nil
+        }
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }

@@ -1,15 +1,17 @@
 import Foundation
 
-/// A fast reader for the common shape of contract documents, used in front of `JSONDecoder` on
-/// the hot paths (every ring a worker takes in, every `POST /v1/calls`).
+/// A fast reader for contract documents, used in front of `JSONDecoder` on the hot paths (every
+/// ring a worker takes in, every `POST /v1/calls`).
 ///
-/// It understands only a strict subset of JSON: ASCII strings without escapes (and without
-/// DEL), integers without fraction or exponent, `true` / `false` / `null`, objects without
-/// duplicate keys, arrays. Anything else — and any document a fast decoder built on it is not
-/// sure about — gives `nil`, and the caller decodes with the contract's `JSONDecoder` path, which
-/// then also produces the error. So the fast path never decides a refusal, and what it accepts
-/// must decode to the same value through the slow path (`FastJSONTests`, the `EventDecoder` and
-/// `DispatchRequest` fuzz targets).
+/// It reads any JSON formatting (whitespace, member order, string escapes including `\uXXXX`
+/// surrogate pairs, UTF-8) of the values the contract uses: strings, integers without fraction or
+/// exponent, `true` / `false` / `null`, objects and arrays. It gives `nil` — and the caller decodes
+/// with the contract's `JSONDecoder` path, which then also produces the error — for anything it
+/// is not sure about: object keys that are not plain printable ASCII, duplicate keys, numbers with
+/// a fraction or exponent, lone surrogates, invalid UTF-8, and strings holding a control character
+/// (which the contract refuses, naming the field). So the fast path never decides a refusal, and
+/// what it accepts must decode to the same value through the slow path (`FastJSONTests`, the
+/// `EventDecoder` and `DispatchRequest` fuzz targets).
 public enum FastJSON {
     public enum Value: Sendable {
         case string(String)
@@ -81,7 +83,7 @@ public enum FastJSON {
             }
             while true {
                 skipSpace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = string() else { return nil }
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = plainString() else { return nil }
                 skipSpace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
                 index += 1
@@ -124,8 +126,9 @@ public enum FastJSON {
             }
         }
 
-        /// A string of printable ASCII without escapes.
-        mutating func string() -> String? {
+        /// A key: printable ASCII without escapes (so equal keys are equal bytes, as the decoders
+        /// match them; anything else goes to the decoder).
+        mutating func plainString() -> String? {
             index += 1
             let start = index
             while index < bytes.count {
@@ -139,6 +142,88 @@ public enum FastJSON {
                 index += 1
             }
             return nil
+        }
+
+        /// A string value: any escape, any valid UTF-8; nil when it holds a control character
+        /// (U+0000–U+001F, U+007F–U+009F: the contract's `generalCategory == .control`), a lone
+        /// surrogate or invalid UTF-8.
+        mutating func string() -> String? {
+            index += 1
+            let start = index
+            // The common case: printable ASCII up to the closing quote, one copy.
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                    index += 1
+                    return text
+                }
+                guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { break }
+                index += 1
+            }
+            var text: [UInt8] = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<index]))
+            text.reserveCapacity(index - start + 32)
+            while index < bytes.count {
+                let byte = bytes[index]
+                switch byte {
+                case UInt8(ascii: "\""):
+                    index += 1
+                    // Validates the UTF-8 copied raw; escapes were appended as valid UTF-8.
+                    guard let string = String(validating: text, as: UTF8.self) else { return nil }
+                    // C1 controls (U+0080–U+009F) are 0xC2 0x80...0x9F in UTF-8.
+                    for offset in 0..<max(0, text.count - 1) where text[offset] == 0xC2 && text[offset + 1] < 0xA0 {
+                        return nil
+                    }
+                    return string
+                case UInt8(ascii: "\\"):
+                    index += 1
+                    guard index < bytes.count else { return nil }
+                    let escape = bytes[index]
+                    index += 1
+                    switch escape {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): text.append(escape)
+                    case UInt8(ascii: "u"):
+                        guard let unit = hex4() else { return nil }
+                        var scalar = UInt32(unit)
+                        if (0xD800...0xDBFF).contains(unit) {
+                            guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else { return nil }
+                            index += 2
+                            guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                            scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                        }
+                        guard let value = Unicode.Scalar(scalar), !(0x00...0x1F).contains(scalar), !(0x7F...0x9F).contains(scalar)
+                        else { return nil }
+                        text.append(contentsOf: value.utf8)
+                    default:
+                        // \b \f \n \r \t are control characters; anything else is not JSON.
+                        return nil
+                    }
+                default:
+                    guard byte >= 0x20, byte != 0x7F else { return nil }
+                    text.append(byte)
+                    index += 1
+                }
+            }
+            return nil
+        }
+
+        /// Four hex digits of a `\u` escape.
+        mutating func hex4() -> UInt16? {
+            guard index + 4 <= bytes.count else { return nil }
+            var value: UInt16 = 0
+            for _ in 0..<4 {
+                let byte = bytes[index]
+                let digit: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+                default: return nil
+                }
+                value = value << 4 | UInt16(digit)
+                index += 1
+            }
+            return value
         }
 
         /// An integer as JSON writes it (no leading zeros, no fraction or exponent), within Int.
@@ -230,39 +315,82 @@ extension FastJSON {
         (allowEmpty || !text.isEmpty) && text.utf8.count <= maxBytes
     }
 
-    /// A timestamp in exactly the contract's own form (`2026-11-21T12:00:00.000Z`): parsed
-    /// directly, then accepted only if formatting it back gives the same text (so impossible
-    /// dates and every other RFC 3339 form go to Foundation's parser).
+    /// An RFC 3339 timestamp as ``ContractCoding/parseTimestamp(_:)`` reads it — `Z` or a
+    /// `±HH:MM` offset, no fraction or 1 to 9 fractional digits (the contract's own milliseconds,
+    /// Python's microseconds, Go's nanoseconds) — rounded to the millisecond, computed without
+    /// Foundation. Nil (Foundation's parser decides) for every other form, impossible dates and
+    /// times, years outside 1600...9999, offsets beyond ±14:00, and fractions within 2 µs of half
+    /// a millisecond (where the parser's binary rounding — a few units in the last place of a
+    /// `Double`, ~0.24 µs each today — could go either way).
     static func timestamp(_ text: String) -> Date? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 24, utf8[4] == UInt8(ascii: "-"), utf8[7] == UInt8(ascii: "-"), utf8[10] == UInt8(ascii: "T"),
-              utf8[13] == UInt8(ascii: ":"), utf8[16] == UInt8(ascii: ":"), utf8[19] == UInt8(ascii: "."), utf8[23] == UInt8(ascii: "Z")
-        else { return nil }
-        func number(_ range: Range<Int>) -> Int64? {
-            var value: Int64 = 0
-            for index in range {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(utf8[index]) else { return nil }
-                value = value * 10 + Int64(utf8[index] - UInt8(ascii: "0"))
+        var text = text
+        return text.withUTF8 { utf8 -> Date? in
+            let count = utf8.count
+            guard count >= 20, count <= 35, utf8[4] == UInt8(ascii: "-"), utf8[7] == UInt8(ascii: "-"), utf8[10] == UInt8(ascii: "T"),
+                  utf8[13] == UInt8(ascii: ":"), utf8[16] == UInt8(ascii: ":")
+            else { return nil }
+            func number(_ range: Range<Int>) -> Int64? {
+                var value: Int64 = 0
+                for index in range {
+                    let byte = utf8[index]
+                    guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                    value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+                }
+                return value
             }
-            return value
+            guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
+                  let minute = number(14..<16), let second = number(17..<19),
+                  (1600...9999).contains(year), (1...12).contains(month), hour < 24, minute < 60, second < 60
+            else { return nil }
+            let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+            let monthDays: Int64 = switch month {
+            case 2: leap ? 29 : 28
+            case 4, 6, 9, 11: 30
+            default: 31
+            }
+            guard day >= 1, day <= monthDays else { return nil }
+            var index = 19
+            var nanos: Int64 = 0
+            if utf8[index] == UInt8(ascii: ".") {
+                index += 1
+                let start = index
+                var scale: Int64 = 100_000_000
+                while index < count, utf8[index] >= UInt8(ascii: "0"), utf8[index] <= UInt8(ascii: "9") {
+                    guard index - start < 9 else { return nil }
+                    nanos += Int64(utf8[index] - UInt8(ascii: "0")) * scale
+                    scale /= 10
+                    index += 1
+                }
+                guard index > start else { return nil }
+            }
+            guard index < count else { return nil }
+            var offsetSeconds: Int64 = 0
+            if utf8[index] == UInt8(ascii: "Z") {
+                index += 1
+            } else {
+                guard utf8[index] == UInt8(ascii: "+") || utf8[index] == UInt8(ascii: "-"), index + 6 == count,
+                      utf8[index + 3] == UInt8(ascii: ":"),
+                      let offsetHours = number(index + 1..<index + 3), let offsetMinutes = number(index + 4..<index + 6),
+                      offsetMinutes < 60, offsetHours * 60 + offsetMinutes <= 14 * 60
+                else { return nil }
+                offsetSeconds = (offsetHours * 60 + offsetMinutes) * 60 * (utf8[index] == UInt8(ascii: "+") ? 1 : -1)
+                index += 6
+            }
+            guard index == count else { return nil }
+            let belowMillisecond = nanos % 1_000_000
+            guard !(498_000...502_000).contains(belowMillisecond) else { return nil }
+            let millis = nanos / 1_000_000 + (belowMillisecond > 500_000 ? 1 : 0)
+            // Days from civil (H. Hinnant).
+            let y = month <= 2 ? year - 1 : year
+            let era = y / 400
+            let yearOfEra = y - era * 400
+            let shiftedMonth = month > 2 ? month - 3 : month + 9
+            let dayOfYear = (153 * shiftedMonth + 2) / 5 + day - 1
+            let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+            let days = era * 146_097 + dayOfEra - 719_468
+            let total = ((days * 24 + hour) * 60 + minute) * 60 + second - offsetSeconds
+            return Date(timeIntervalSince1970: Double(total * 1000 + millis) / 1000)
         }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-              let minute = number(14..<16), let second = number(17..<19), let millis = number(20..<23),
-              (1600...9999).contains(year), (1...12).contains(month), (1...31).contains(day)
-        else { return nil }
-        // Days from civil (H. Hinnant).
-        let y = month <= 2 ? year - 1 : year
-        let era = y / 400
-        let yearOfEra = y - era * 400
-        let shiftedMonth = month > 2 ? month - 3 : month + 9
-        let dayOfYear = (153 * shiftedMonth + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = era * 146_097 + dayOfEra - 719_468
-        let total = ((days * 24 + hour) * 60 + minute) * 60 + second
-        let date = Date(timeIntervalSince1970: Double(total * 1000 + millis) / 1000)
-        var check: [UInt8] = []
-        ContractCoding.appendTimestamp(date, to: &check)
-        return check == utf8 ? date : nil
     }
 }
 

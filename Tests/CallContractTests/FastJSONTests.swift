@@ -44,6 +44,104 @@ import Testing
         #expect(fastCount > 300, "the fast path is exercised")
     }
 
+    /// A ring as a Python producer writes it (`json.dumps`: `", "` / `": "` separators, member
+    /// order of its own, `\uXXXX` for non-ASCII, `null` for absent fields, `isoformat()`
+    /// timestamps with microseconds and `+00:00`) takes the fast path and matches the decoder.
+    @Test func aThirdPartyFormattedRingTakesTheFastPath() throws {
+        let text = #"""
+            {"type": "ring", "callId": "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", "requestedAt": "2026-11-21T12:00:00.012345+00:00", \#
+            "ringDeadline": "2026-11-21T12:00:30.012987+00:00", "app": "rider", "caller": {"handle": "driver-1234", \#
+            "displayName": "Zo\u00eb \u00c5ngstr\u00f6m \ud83d\ude95 \"the\" \\\/ driver", "handleType": "generic"}, \#
+            "device": {"environment": "sandbox", "token": "\#(String(repeating: "ab", count: 32))", "id": "dev-1"}, \#
+            "hasVideo": false, "maxDurationSeconds": 3600, "attributes": {"rideId": "R-829", "zone": "n\u00f8rth"}, \#
+            "replay": 0, "tenant": null}
+            """#
+        let data = Data(text.utf8)
+        let fast = try #require(CallRequest.fastRing(data), "a third-party-formatted ring must not fall back")
+        #expect(Self.slow(data) == .ring(fast))
+        #expect(fast.caller.displayName == #"Zoë Ångström 🚕 "the" \/ driver"#)
+        #expect(fast.attributes["zone"] == "nørth")
+        #expect(fast.requestedAt == Date(timeIntervalSince1970: 1_795_262_400.012))
+        #expect(fast.ringDeadline == Date(timeIntervalSince1970: 1_795_262_430.013))
+    }
+
+    /// Strings with every escape, control characters (escaped and raw), lone and paired
+    /// surrogates, raw UTF-8 and invalid UTF-8 in each string field: whenever the fast path
+    /// accepts, the decoder accepts the same ring; control characters always go to the decoder.
+    @Test func escapedAndUnicodeStringsMatchTheDecoder() throws {
+        let pieces = [#"\""#, #"\\"#, #"\/"#, #"\b"#, #"\f"#, #"\n"#, #"\r"#, #"\t"#, #"\u0000"#, #"\u001f"#, #"\u007f"#, #"\u0085"#,
+                      #"\u009f"#, #"\u00a0"#, #"\u00E9"#, #"\u2028"#, #"\ud83d\ude95"#, #"\ud83d"#, #"\ude95"#, #"\ud83dx"#, #"\u12"#,
+                      #"\x"#, "é", "漢", "a", " "].map { Array($0.utf8) } + [[0xC3], [0xFF], [0xC2, 0x85], [0x01], [0x7F]]
+        let template = #"""
+            {"type":"ring","callId":"1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b","app":"rider","requestedAt":"2026-11-21T12:00:00.000Z",\#
+            "ringDeadline":"2026-11-21T12:00:30.000Z","caller":{"handle":"~","displayName":"^"},\#
+            "device":{"token":"\#(String(repeating: "ab", count: 32))","environment":"sandbox","id":"|"},"attributes":{"k":"`"}}
+            """#
+        // Escapes and UTF-8 that hold no control character: these must take the fast path.
+        let valid = [#"\""#, #"\\"#, #"\/"#, #"\u00a0"#, #"\u00E9"#, #"\u2028"#, #"\ud83d\ude95"#, "é", "漢", "a", " "].map { Array($0.utf8) }
+        var g = Generator(state: 11)
+        var fastCount = 0
+        for round in 0..<1_500 {
+            var text = Array(template.utf8)
+            let field = [UInt8(ascii: "~"), UInt8(ascii: "^"), UInt8(ascii: "|"), UInt8(ascii: "`")][g.int(0...3)]
+            let pool = round % 2 == 0 ? valid : pieces
+            var value: [UInt8] = []
+            for _ in 0..<g.int(1...4) { value += pool[g.int(0...(pool.count - 1))] }
+            let at = try #require(text.firstIndex(of: field))
+            text.replaceSubrange(at...at, with: value)
+            let data = Data(text)
+            guard let fast = CallRequest.fastRing(data) else {
+                #expect(round % 2 == 1, "valid escapes fell back: \(String(decoding: data, as: UTF8.self))")
+                continue
+            }
+            fastCount += 1
+            #expect(Self.slow(data) == .ring(fast), "\(String(decoding: data, as: UTF8.self))")
+            let strings = [fast.caller.handle, fast.caller.displayName ?? "", fast.device.id ?? "", fast.attributes["k"] ?? ""]
+            #expect(!strings.joined().unicodeScalars.contains { $0.properties.generalCategory == .control })
+        }
+        #expect(fastCount >= 750, "the fast path is exercised")
+    }
+
+    /// RFC 3339 in the forms producers write (milliseconds, microseconds, nanoseconds, none;
+    /// `Z` or an offset) parses like Foundation's parser, rounded to the millisecond.
+    @Test func timestampsOfAnyPrecisionMatchFoundationsParser() throws {
+        var g = Generator(state: 5)
+        var accepted = 0
+        for _ in 0..<3_000 {
+            let millis = Int64(g.int(1_000_000_000_000...2_000_000_000_000))
+            let seconds = Date(timeIntervalSince1970: TimeInterval(millis / 1000))
+            let base = String(ContractCoding.format(seconds).prefix(19))
+            let digits = g.int(0...10)
+            var fraction = ""
+            for _ in 0..<digits { fraction += String(g.int(0...9)) }
+            let offsets = ["Z", "+00:00", "-00:00", "+05:30", "-08:00", "+14:00", "+14:01", "-23:59", "+0530", "+05", "z"]
+            let text = base + (digits > 0 ? "." + fraction : "") + offsets[g.int(0...(offsets.count - 1))]
+            if let fast = FastJSON.timestamp(text) {
+                accepted += 1
+                #expect(ContractCoding.parseTimestamp(text) == fast, "\(text)")
+            }
+        }
+        #expect(accepted > 1_200)
+        // Close to half a millisecond, where rounding decides: either the same answer or none.
+        for _ in 0..<2_000 {
+            let seconds = Date(timeIntervalSince1970: TimeInterval(g.int(1_000_000_000...2_000_000_000)))
+            let base = String(ContractCoding.format(seconds).prefix(19))
+            let micros = g.int(0...999) * 1000 + [497, 498, 499, 500, 501, 502, 503][g.int(0...6)]
+            let digits = String(micros)
+            let text = base + "." + String(repeating: "0", count: 6 - digits.count) + digits + (g.bool() ? "Z" : "+00:00")
+            if let fast = FastJSON.timestamp(text) {
+                #expect(ContractCoding.parseTimestamp(text) == fast, "\(text)")
+            }
+        }
+        #expect(FastJSON.timestamp("2026-11-21T12:00:00.012345+00:00") == Date(timeIntervalSince1970: 1_795_262_400.012))
+        #expect(FastJSON.timestamp("2026-11-21T13:30:00.999999999+01:30") == Date(timeIntervalSince1970: 1_795_262_401))
+        #expect(FastJSON.timestamp("2026-11-21T12:00:00Z") == Date(timeIntervalSince1970: 1_795_262_400))
+        for text in ["2026-11-21T12:00:00.0005Z", "2026-11-21T12:00:00.0Zx", "2026-11-21T12:00:00.Z", "2026-11-21T23:59:60Z",
+                     "2026-02-29T12:00:00Z", "2026-11-21t12:00:00Z", "2026-11-21T12:00:00.1234567891Z"] {
+            #expect(FastJSON.timestamp(text) == nil, "\(text) goes to Foundation's parser")
+        }
+    }
+
     @Test func timestampsMatchFoundationsParser() {
         var g = Generator(state: 7)
         var texts = ["2026-02-30T00:00:00.000Z", "2026-13-01T00:00:00.000Z", "2026-11-21T24:00:00.000Z", "2026-11-21T12:60:00.000Z",

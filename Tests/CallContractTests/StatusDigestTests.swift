@@ -50,8 +50,9 @@ import Testing
 
     @Test func unusualDocumentsFallBackToTheDecoder() {
         let unusual = [
-            // Another RFC 3339 form, non-ASCII elsewhere, an escaped field, keys in another order.
-            #"{"callId":"c-1","state":"sent","at":"2026-11-21T12:00:00Z","deviceKey":"k","replay":3}"#,
+            // An RFC 3339 form FastJSON.timestamp leaves to Foundation, non-ASCII elsewhere, an
+            // escaped field, keys in another order.
+            #"{"callId":"c-1","state":"sent","at":"2026-11-21T12:00:00.0005Z","deviceKey":"k","replay":3}"#,
             #"{"worker":"wörker","callId":"c-1","state":"sent","at":"2026-11-21T12:00:00.012Z","deviceKey":"k"}"#,
             #"{"callId":"c\u002d1","state":"sent","at":"2026-11-21T12:00:00.012Z"}"#,
             #"{"error":{"message":"x\ud83d\ude00"},"callId":"c-1","state":"sent","at":"2026-11-21T12:00:00.012Z"}"#,
@@ -63,6 +64,13 @@ import Testing
         }
         #expect(StatusDigest(json: Array(unusual[0].utf8))?.replay == 3)
         #expect(StatusDigest(json: Array(unusual[2].utf8))?.callId == "c-1")
+        // Timestamps in other precisions and offsets take the fast path, with the decoder's value.
+        for at in ["2026-11-21T12:00:00Z", "2026-11-21T12:00:00.012345+00:00", "2026-11-21T13:00:00.0123+01:00"] {
+            let bytes = Array(#"{"callId":"c-1","state":"sent","at":"\#(at)","deviceKey":"k","replay":3}"#.utf8)
+            let fast = bytes.withUnsafeBytes { StatusDigest(fast: $0) }
+            #expect(fast != nil, "\(at)")
+            #expect(fast == StatusDigest(decoding: bytes), "\(at)")
+        }
     }
 
     @Test func documentsBreakingTheRulesHaveNoDigest() {

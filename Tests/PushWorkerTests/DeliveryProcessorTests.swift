@@ -276,3 +276,18 @@ import Testing
         #expect(h.publisher.deadLetters.count == 200)
     }
 }
+
+@Suite struct APNsIDText {
+    /// The sender reads the delivery's apns-id into the UUID it sends without `sscanf`; it must
+    /// read what `UUID(uuidString:)` reads, and refuse what it refuses.
+    @Test func theSenderReadsApnsIDsAsFoundationDoes() {
+        var texts = (0..<200).map { APNsID.make(callId: CallID.make(), deviceKey: "k\($0)", replay: $0 % 3) }
+        texts += texts.prefix(20).map { $0.uppercased() }
+        texts += ["", "not-a-uuid", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633bb",
+                  "1b4e28ba2fa1-4d3b-a3f5-ef19b5a7633bb", "1b4e28ba-2fa1-4d3b-a3f5+ef19b5a7633b", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633g",
+                  "g b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633"]
+        for text in texts {
+            #expect(APNsPushSender.uuid(text) == UUID(uuidString: text), "\(text)")
+        }
+    }
+}

@@ -4,17 +4,17 @@ import Locking
 import Glibc
 #endif
 
-/// One run of a child program (simulator, dispatch, a push-worker) with its output in a log file.
+/// One run of a child program (simulator, dispatch, a push-worker, kcat) with its output in a log file.
 ///
-/// The campaign starts, signals and finally stops these; the termination handler records how
-/// each run ended so the verdict can tell a crash from a kill the campaign made itself.
-final class ChildProcess: Sendable {
+/// The campaign and the benchmarks start, signal and finally stop these; the termination handler
+/// records how each run ended so a verdict can tell a crash from a kill the caller made itself.
+public final class ChildProcess: Sendable {
     /// How a run ended.
-    enum Exit: Sendable, Equatable, CustomStringConvertible {
+    public enum Exit: Sendable, Equatable, CustomStringConvertible {
         case status(Int32)
         case signal(Int32)
 
-        var description: String {
+        public var description: String {
             switch self {
             case .status(let code): "exit \(code)"
             case .signal(let signal): "signal \(signal)"
@@ -22,8 +22,8 @@ final class ChildProcess: Sendable {
         }
     }
 
-    /// Why the campaign itself ended the run, if it did.
-    enum Intent: Sendable { case none, killed, stopped }
+    /// Why the caller itself ended the run, if it did.
+    public enum Intent: Sendable { case none, killed, stopped }
 
     private struct State {
         var exit: Exit?
@@ -31,9 +31,9 @@ final class ChildProcess: Sendable {
         var waiters: [UUID: CheckedContinuation<Exit?, Never>] = [:]
     }
 
-    let name: String
-    let pid: Int32
-    let logPath: String
+    public let name: String
+    public let pid: Int32
+    public let logPath: String
     /// A class around the lock so the termination handler can hold it before `self` exists.
     private final class StateBox: Sendable {
         let mutex = Locked(State())
@@ -41,14 +41,14 @@ final class ChildProcess: Sendable {
     private let box = StateBox()
 
     /// Starts `executable` with `arguments` and extra environment, output appended to `logPath`.
-    init(name: String, executable: String, arguments: [String], environment: [String: String], logPath: String) throws {
+    public init(name: String, executable: String, arguments: [String], environment: [String: String], logPath: String) throws {
         self.name = name
         self.logPath = logPath
         if !FileManager.default.fileExists(atPath: logPath) {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }
         guard let log = FileHandle(forWritingAtPath: logPath) else {
-            throw CampaignError("cannot open log file \(logPath)")
+            throw StackError("cannot open log file \(logPath)")
         }
         log.seekToEndOfFile()
         let process = Process()
@@ -75,19 +75,19 @@ final class ChildProcess: Sendable {
     }
 
     /// How the run ended, `nil` while it runs.
-    var exit: Exit? { box.mutex.withLock { $0.exit } }
-    /// Whether the campaign ended this run on purpose.
-    var intent: Intent { box.mutex.withLock { $0.intent } }
+    public var exit: Exit? { box.mutex.withLock { $0.exit } }
+    /// Whether the caller ended this run on purpose.
+    public var intent: Intent { box.mutex.withLock { $0.intent } }
 
     /// Sends SIGKILL (the campaign's "worker crash").
-    func kill() {
+    public func kill() {
         box.mutex.withLock { $0.intent = .killed }
         _ = Glibc.kill(pid, SIGKILL)
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the exit; SIGKILL after that.
     @discardableResult
-    func stop(timeout: Duration) async -> Exit? {
+    public func stop(timeout: Duration) async -> Exit? {
         let alreadyEnded = box.mutex.withLock { state -> Bool in
             if state.exit == nil { state.intent = .stopped }
             return state.exit != nil
@@ -100,7 +100,7 @@ final class ChildProcess: Sendable {
     }
 
     /// Waits for the run to end, at most `timeout` (`nil` when it still runs).
-    func waitForExit(timeout: Duration) async -> Exit? {
+    public func waitForExit(timeout: Duration) async -> Exit? {
         let id = UUID()
         let timer = Task {
             try? await Task.sleep(for: timeout)
@@ -119,8 +119,17 @@ final class ChildProcess: Sendable {
     }
 }
 
-/// A campaign failure with a message for the operator.
-struct CampaignError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+/// A failure of a process stack (campaign, benchmark) with a message for the operator.
+public struct StackError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The path of `program` on `PATH`.
+public func which(_ program: String) throws -> String {
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        let path = "\(directory)/\(program)"
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    throw StackError("\(program) not found on PATH")
 }

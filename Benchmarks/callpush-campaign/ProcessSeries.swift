@@ -1,21 +1,4 @@
-import Foundation
-
-/// Reads a process's resident memory and open file descriptors from `/proc`.
-struct ProcessSample: Sendable {
-    var rssKiB: Int
-    var fds: Int
-
-    /// `nil` when the process is gone.
-    static func read(pid: Int32) -> ProcessSample? {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        var rss = 0
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            rss = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
-        }
-        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
-        return ProcessSample(rssKiB: rss, fds: fds)
-    }
-}
+import ProcessStack
 
 /// Samples of one process over a soak, and the growth rule applied to them.
 struct ProcessSeries: Sendable {

@@ -8,15 +8,15 @@ import Glibc
 
 /// Plain HTTP/1.1 to the local processes (dispatch, the simulator's admin API, operations
 /// endpoints), every request bounded by a timeout.
-struct LocalHTTP: Sendable {
-    struct Response: Sendable {
-        var status: Int
-        var body: Data
+public struct LocalHTTP: Sendable {
+    public struct Response: Sendable {
+        public var status: Int
+        public var body: Data
     }
 
     private let session: URLSession
 
-    init() {
+    public init() {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
         configuration.timeoutIntervalForResource = 15
@@ -24,9 +24,9 @@ struct LocalHTTP: Sendable {
         session = URLSession(configuration: configuration)
     }
 
-    func send(_ method: String, _ url: String, body: Data? = nil, headers: [String: String] = [:],
+    public func send(_ method: String, _ url: String, body: Data? = nil, headers: [String: String] = [:],
               timeout: TimeInterval = 10) async throws -> Response {
-        guard let target = URL(string: url) else { throw CampaignError("bad URL \(url)") }
+        guard let target = URL(string: url) else { throw StackError("bad URL \(url)") }
         var request = URLRequest(url: target, timeoutInterval: timeout)
         request.httpMethod = method
         request.httpBody = body
@@ -37,21 +37,21 @@ struct LocalHTTP: Sendable {
     }
 
     /// Waits until `url` answers 200, probing every 200 ms, at most `timeout`.
-    func waitUntilOK(_ url: String, timeout: Duration, while alive: () -> Bool = { true }) async throws {
+    public func waitUntilOK(_ url: String, timeout: Duration, while alive: () -> Bool = { true }) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            guard alive() else { throw CampaignError("process behind \(url) exited during start-up") }
+            guard alive() else { throw StackError("process behind \(url) exited during start-up") }
             if let response = try? await send("GET", url, timeout: 2), response.status == 200 { return }
             try await Task.sleep(for: .milliseconds(200))
         }
-        throw CampaignError("\(url) did not answer 200 within \(timeout)")
+        throw StackError("\(url) did not answer 200 within \(timeout)")
     }
 }
 
 /// A free TCP port on 127.0.0.1 (bound to port 0, read back, closed; the child binds it next).
-func freeLocalPort() throws -> Int {
+public func freeLocalPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw CampaignError("socket() failed") }
+    guard fd >= 0 else { throw StackError("socket() failed") }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -61,6 +61,6 @@ func freeLocalPort() throws -> Int {
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
-    guard bound else { throw CampaignError("bind() failed") }
+    guard bound else { throw StackError("bind() failed") }
     return Int(UInt16(bigEndian: address.sin_port))
 }
