@@ -1,6 +1,12 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+// The ThreadSanitizer build (scripts/tsan sets CALLPUSH_WITHOUT_OTLP) leaves swift-otel out: Swift
+// 6.3.1 refuses to compile swift-otel 1.6.0's OTelBatchSpanProcessor with -sanitize=thread ("sending
+// 'logger' risks causing data races"), and the sanitized suites export no spans. Every other build
+// has the OTLP exporter.
+let withOTLP = Context.environment["CALLPUSH_WITHOUT_OTLP"] == nil
+
 let package = Package(
     name: "callpush",
     platforms: [.macOS(.v15)],
@@ -172,12 +178,12 @@ let package = Package(
             name: "CallTracing",
             dependencies: ["Kafka", "CallpushCore", "Locking",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            path: "Shared/CallTracing"
+            ] + (withOTLP ? [.product(name: "OTel", package: "swift-otel")] : []),
+            path: "Shared/CallTracing",
+            swiftSettings: withOTLP ? [.define("CALLPUSH_OTLP")] : []
         ),
 
         // MARK: Services (libraries behind the programs, so tests call the same builders)

@@ -1,7 +1,9 @@
 import CallpushCore
 import Foundation
 import Logging
+#if CALLPUSH_OTLP
 import OTel
+#endif
 import ServiceLifecycle
 import Tracing
 
@@ -120,6 +122,7 @@ public enum TracingEnvironment {
     /// (default 5 s; `callpush dev` and tests want them at once).
     public static func makeBackend(serviceName: String, tracesEndpoint: String?, json: Bool = false,
                                    scheduleDelay: Duration? = nil, logger: Logger) throws(ConfigurationError) -> TracingBackend {
+        #if CALLPUSH_OTLP
         var configuration = OTel.Configuration.default
         configuration.serviceName = serviceName
         configuration.logs.enabled = false
@@ -138,6 +141,18 @@ public enum TracingEnvironment {
         } catch {
             throw ConfigurationError("OTEL_EXPORTER_OTLP_ENDPOINT", "the OTLP exporter cannot be set up: \(error)")
         }
+        #else
+        throw ConfigurationError("OTEL_EXPORTER_OTLP_ENDPOINT", "this build has no OTLP exporter (built with CALLPUSH_WITHOUT_OTLP)")
+        #endif
+    }
+
+    /// Whether this build can export spans (every build but the ThreadSanitizer one; see Package.swift).
+    public static var hasOTLPExporter: Bool {
+        #if CALLPUSH_OTLP
+        true
+        #else
+        false
+        #endif
     }
 
     /// The URL when it is http(s) with a host.

@@ -12,7 +12,8 @@ import Testing
 /// step (decode, dedupe, each APNs attempt, back-off, status and DLQ writes) and writes the
 /// trace's context into its outcome records — exported by swift-otel over OTLP/HTTP to a
 /// collector in the test.
-@Suite struct DeliveryTracingTests {
+@Suite(.enabled(if: TracingEnvironment.hasOTLPExporter, "the ThreadSanitizer build has no OTLP exporter (Package.swift)"))
+struct DeliveryTracingTests {
     static let caller = TraceParent(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: "vendor=1")!
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
