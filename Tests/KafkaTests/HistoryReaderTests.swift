@@ -64,6 +64,7 @@ struct HistoryReaderTests {
             try cluster.setBrokerRoundTripTime(1, TestTiming.scaled(.milliseconds(400)))
             var reader = Self.reader(cluster)
             reader.maxChunk = 300
+            reader.lookupTimeout = TestTiming.scaled(.seconds(6))  // the look-ups take a few round trips too
             var read: [Int] = []
             let coverage = await reader.read(
                 topic: topic, partitions: [0], since: Date().addingTimeInterval(-600), order: .newestFirst,
