@@ -45,8 +45,9 @@ import Testing
         }
         try await producer.send(Self.records([Self.status(Self.callK, .sent)], partition: 0)[0])
         await producer.shutdown()
-        // Every response takes 300 ms from now on.
-        try cluster.setBrokerRoundTripTime(1, .milliseconds(300))
+        // Every response takes 300 ms from now on, scaled like the bound: the whole history takes
+        // about twice the bound to read, on any machine and under ThreadSanitizer.
+        try cluster.setBrokerRoundTripTime(1, TestTiming.scaled(.milliseconds(300)))
 
         var reader = StatusHistoryReader(kafka: kafka, statusTopic: Self.topic, window: .seconds(600),
                                          timeout: TestTiming.scaled(.seconds(6)), logger: WorkerTestbed.quietLogger)
