@@ -74,6 +74,12 @@ struct FaultCampaign: AsyncParsableCommand {
             for line in report { say("  recheck of voip.call-requests: \(line)") }
             for call in snapshot where verdict.lostCallIDs.contains(call.callId) {
                 say("  lost call \(call.callId): requested at \(call.wallClock), answered \(call.answer)")
+                // What dispatch logged about it (an acknowledgement without an offset is the embedded
+                // cluster's missing sequence check, docs/kafka.md).
+                let dispatchLog = (try? String(contentsOfFile: "\(directory)/dispatch.log", encoding: .utf8)) ?? ""
+                for line in dispatchLog.split(separator: "\n").filter({ $0.contains(call.callId) }).prefix(5) {
+                    say("    dispatch: \(line)")
+                }
             }
             verdict.checkPushes(pushes, calls: snapshot, collector: collector, killTimes: plan.killTimes, cancels: load.cancelAccepted,
                                 apnsWindows: await plan.simulator.windows)

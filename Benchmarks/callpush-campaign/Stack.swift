@@ -100,6 +100,10 @@ final class Stack: Sendable {
         environment["CALLPUSH_DISPATCH_ID"] = "dispatch-1"
         environment["CALLPUSH_DISPATCH_METRICS_PORT"] = "-1"  // the campaign reads no dispatch metrics; no fixed port to collide
         environment["CALLPUSH_DISPATCH_PUBLISH_TIMEOUT_MS"] = "3000"
+        // Notice: an acknowledgement without an offset is logged (read for a lost call). For a closer
+        // look: CAMPAIGN_DISPATCH_LOG_LEVEL=debug and CAMPAIGN_DISPATCH_KAFKA_DEBUG=eos,msg (librdkafka).
+        environment["CALLPUSH_LOG_LEVEL"] = ProcessInfo.processInfo.environment["CAMPAIGN_DISPATCH_LOG_LEVEL"] ?? "notice"
+        if let debug = ProcessInfo.processInfo.environment["CAMPAIGN_DISPATCH_KAFKA_DEBUG"] { environment["CALLPUSH_KAFKA_DEBUG"] = debug }
         let process = try launch("dispatch", program: "dispatch", arguments: [], environment: environment)
         try await http.waitUntilOK("\(dispatchURL)/readyz", timeout: .seconds(60)) { process.exit == nil }
     }

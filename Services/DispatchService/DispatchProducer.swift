@@ -56,7 +56,21 @@ public final class DispatchProducer: EventPublishing, Service {
         }
         var partitions: [Int32] = []
         do {
-            for result in try results.get() { partitions.append(try result.get().partition) }
+            for result in try results.get() {
+                let report = try result.get()
+                partitions.append(report.partition)
+                // librdkafka acknowledges a record without an offset when a later request of its
+                // partition succeeded after this one's request failed uncertainly (timeout,
+                // connection lost): a broker that checks idempotent sequence numbers stored it. The
+                // embedded cluster does not check them (docs/kafka.md), so this line is what tells
+                // such an acknowledgement apart when a campaign looks for a lost call.
+                if report.offset < 0 {
+                    logger.notice("kafka acknowledged a record without an offset", metadata: [
+                        "kafka.topic": "\(report.topic)", "kafka.partition": "\(report.partition)",
+                        "call.id": "\(records.first?.key.map { String(decoding: $0, as: UTF8.self) } ?? "-")",
+                    ])
+                }
+            }
         } catch {
             metrics?.publishFailure()
             logger.warning("kafka publish failed", metadata: ["kafka.error": "\(error)", "events": "\(records.count)"])
