@@ -326,7 +326,7 @@ let package = Package(
         .executableTarget(
             name: "callpush-campaign",
             dependencies: ["Locking", "ProcessStack",
-                "Kafka", "CallContract",
+                "Kafka", "CallContract", "FCMSimulator",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -3,7 +3,9 @@ import Foundation
 
 /// The files a stack of callpush processes shares, generated fresh in a private directory: APNs
 /// token keys (`.p8`) with one apps file per key (one app, `app`), dispatch's API keys file (hash
-/// only) and the ack secret. Secret files are created `0600`.
+/// only) and the ack secret. Secret files are created `0600`. With `fcm`, apps file `i` also names
+/// an FCM service-account file (``fcmServiceAccountFiles``), which the caller writes before a worker
+/// reads it (its key is an RSA key this module does not generate).
 ///
 /// The campaign gives every worker run its own token key, all registered with the simulator: the
 /// key id in a recorded push's JWT tells which run pushed it, which is how it tells a retry by the
@@ -20,14 +22,16 @@ public struct StackFiles: Sendable {
     public let keyFiles: [String]
     /// Where the simulator writes its CA (`--write-ca`).
     public let caFile: String
-    /// Apps files, `appsFiles[i]` naming key `i`.
+    /// Apps files, `appsFiles[i]` naming key `i` (and service account `i` with `fcm`).
     public let appsFiles: [String]
+    /// FCM service-account files named by the apps files (empty without `fcm`); not written here.
+    public let fcmServiceAccountFiles: [String]
     public let apiKeysFile: String
     public let ackSecretFile: String
     /// The plaintext API key the load generator presents to dispatch.
     public let apiKey: String
 
-    public init(directory: String, keys: Int, app: String, bundleID: String) throws {
+    public init(directory: String, keys: Int, app: String, bundleID: String, fcm: Bool = false) throws {
         self.app = app
         self.bundleID = bundleID
         self.directory = directory
@@ -36,6 +40,7 @@ public struct StackFiles: Sendable {
         keyFiles = (0..<keys).map { directory + "/AuthKey_\(Self.keyID($0)).p8" }
         caFile = directory + "/apns-ca.pem"
         appsFiles = (0..<keys).map { directory + "/apps-\($0).json" }
+        fcmServiceAccountFiles = fcm ? (0..<keys).map { directory + "/fcm-service-account-\($0).json" } : []
         apiKeysFile = directory + "/api-keys.json"
         ackSecretFile = directory + "/ack-secret"
         apiKey = "cp_campaign_" + Self.randomHex(24)
@@ -43,10 +48,10 @@ public struct StackFiles: Sendable {
         try Self.writeSecret(Self.randomHex(32), to: ackSecretFile)
         for index in 0..<keys {
             try Self.writeSecret(P256.Signing.PrivateKey().pemRepresentation, to: keyFiles[index])
-            let apps: [String: [String: String]] = [
-                app: ["bundleId": bundleID, "auth": "token",
-                           "keyFile": keyFiles[index], "keyId": Self.keyID(index), "teamId": Self.teamID],
-            ]
+            var entry: [String: Any] = ["bundleId": bundleID, "auth": "token",
+                                        "keyFile": keyFiles[index], "keyId": Self.keyID(index), "teamId": Self.teamID]
+            if fcm { entry["fcm"] = ["serviceAccountFile": fcmServiceAccountFiles[index]] }
+            let apps: [String: Any] = [app: entry]
             try Self.writeSecret(String(decoding: try JSONSerialization.data(withJSONObject: apps), as: UTF8.self), to: appsFiles[index])
         }
         let hash = SHA256.hash(data: Array(apiKey.utf8)).map { String(format: "%02x", $0) }.joined()
@@ -66,7 +71,8 @@ public struct StackFiles: Sendable {
         (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
 
-    private static func writeSecret(_ text: String, to path: String) throws {
+    /// Writes `text` to a new file only its owner can read (`0600`).
+    public static func writeSecret(_ text: String, to path: String) throws {
         guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
             throw StackError("cannot write \(path)")
         }

@@ -9,16 +9,22 @@ import Locking
 final class CallLoad: Sendable {
     /// What the campaign expects of a call.
     enum Kind: Sendable, Equatable {
-        /// Production devices; must ring.
+        /// Production iPhones and Android phones; must ring.
         case regular
         /// Cancelled before its ring was requested; must never ring.
         case cancelledFirst
-        /// Its devices are refused by the simulator (`BadDeviceToken`) until the campaign lifts the
-        /// refusal; it fails, is dead-lettered and replayed later (some of them cancelled first).
+        /// Its device is refused by its simulator (APNs `BadDeviceToken`, FCM `UNREGISTERED`) until the
+        /// campaign lifts the refusal; it fails, is dead-lettered and replayed later (some of them
+        /// cancelled first).
         case doomed
         /// A production device and a sandbox device the app's key is not valid for; the production
         /// device must ring.
         case mismatched
+    }
+
+    /// A device's platform, as the verdict counts deliveries.
+    enum Platform: String, Sendable, CaseIterable {
+        case ios, android
     }
 
     /// One call the load rang.
@@ -27,11 +33,15 @@ final class CallLoad: Sendable {
         var kind: Kind
         /// Device token → device key, for every device of the call.
         var devices: [String: String]
-        /// Tokens of the call's sandbox devices (the rest are production devices).
+        /// Tokens of the call's sandbox devices (iPhones; the other iPhones are production devices).
         var sandboxTokens: Set<String>
+        /// Tokens of the call's Android phones (FCM registration tokens, case kept).
+        var androidTokens: Set<String>
         var requestedAt: ContinuousClock.Instant
         var wallClock: Date
         var answer: Answer
+
+        func platform(of token: String) -> Platform { androidTokens.contains(token) ? .android : .ios }
     }
 
     enum Answer: Sendable, Equatable {
@@ -54,18 +64,25 @@ final class CallLoad: Sendable {
     var snapshot: [Call] { calls.withLock { $0 } }
     var cancelAccepted: [String: Date] { cancels.withLock { $0 } }
 
-    /// Rings `count` calls at `rate` per second; every tenth call has two devices, and every
-    /// `cancelEvery`th (if given) is cancelled before it is rung. Each call is its own task, so a
-    /// slow answer (Kafka down) never slows the ticker.
+    /// Rings `count` calls at `rate` per second, every third with an Android phone: call `i` rings
+    /// an Android phone when `i % 6 == 2`, an iPhone and an Android phone when `i % 6 == 5`, else
+    /// an iPhone (two when `i % 10 == 9`). Every `cancelEvery`th (if given) is cancelled before it
+    /// is rung. Each call is its own task, so a slow answer (Kafka down) never slows the ticker.
     func ring(count: Int, rate: Double, cancelEvery: Int? = nil) async {
         let interval = Duration.seconds(1.0 / rate)
         var next = ContinuousClock.now
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<count {
                 group.addTask {
-                    let tokens = (0..<(index % 10 == 9 ? 2 : 1)).map { _ in StackFiles.randomHex(32) }
+                    let (iPhones, androids) = switch index % 6 {
+                    case 2: (0, 1)
+                    case 5: (1, 1)
+                    default: (index % 10 == 9 ? 2 : 1, 0)
+                    }
                     let kind: Kind = cancelEvery.map { index % $0 == $0 / 2 } == true ? .cancelledFirst : .regular
-                    await self.ringOne(index: index, kind: kind, production: tokens, sandbox: [], ringTimeout: self.ringTimeoutSeconds)
+                    await self.ringOne(index: index, kind: kind, production: (0..<iPhones).map { _ in StackFiles.randomHex(32) },
+                                       sandbox: [], android: (0..<androids).map { _ in Self.fcmToken() },
+                                       ringTimeout: self.ringTimeoutSeconds)
                 }
                 next = next.advanced(by: interval)
                 try? await Task.sleep(until: next)
@@ -75,8 +92,16 @@ final class CallLoad: Sendable {
 
     /// Rings one call of `kind` with the given device tokens (a fault's own calls).
     @discardableResult
-    func ring(_ kind: Kind, production: [String], sandbox: [String] = [], ringTimeout: Int) async -> Call {
-        await ringOne(index: -1, kind: kind, production: production, sandbox: sandbox, ringTimeout: ringTimeout)
+    func ring(_ kind: Kind, production: [String] = [], sandbox: [String] = [], android: [String] = [], ringTimeout: Int) async -> Call {
+        await ringOne(index: -1, kind: kind, production: production, sandbox: sandbox, android: android, ringTimeout: ringTimeout)
+    }
+
+    /// A token shaped like an FCM registration token (`<instance id>:APA91b<…>`, 163 characters of
+    /// `A–Z a–z 0–9 - _ :`), random, mixed case as FCM's are.
+    static func fcmToken() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        func random(_ count: Int) -> String { String((0..<count).map { _ in alphabet.randomElement()! }) }
+        return random(22) + ":APA91b" + random(134)
     }
 
     /// Cancels `callId` through dispatch; true when dispatch accepted the cancel (its time is kept).
@@ -92,14 +117,16 @@ final class CallLoad: Sendable {
     }
 
     @discardableResult
-    private func ringOne(index: Int, kind: Kind, production: [String], sandbox: [String], ringTimeout: Int) async -> Call {
+    private func ringOne(index: Int, kind: Kind, production: [String], sandbox: [String], android: [String] = [],
+                         ringTimeout: Int) async -> Call {
         let callId = UUID().uuidString.lowercased()
         var kind = kind
         if kind == .cancelledFirst, !(await cancel(callId)) { kind = .regular }
         let body: [String: Any] = [
             "callId": callId, "app": Stack.app,
             "devices": production.map { ["token": $0, "environment": "production"] }
-                + sandbox.map { ["token": $0, "environment": "sandbox"] },
+                + sandbox.map { ["token": $0, "environment": "sandbox"] }
+                + android.map { ["platform": "android", "token": $0] },
             "caller": ["handle": "campaign-\(index)", "displayName": "Campaign Caller"],
             "ringTimeoutSeconds": ringTimeout,
             "attributes": ["index": "\(index)"],
@@ -107,7 +134,7 @@ final class CallLoad: Sendable {
         let requestedAt = ContinuousClock.now
         let wallClock = Date()
         var devices: [String: String] = [:]
-        for token in production + sandbox { devices[token] = DeviceKey.make(token: token) }
+        for token in production + sandbox + android { devices[token] = DeviceKey.make(token: token) }
         let answer: Answer
         do {
             let data = try JSONSerialization.data(withJSONObject: body)
@@ -125,7 +152,7 @@ final class CallLoad: Sendable {
         } catch {
             answer = .failed("\(error)")
         }
-        let call = Call(callId: callId, kind: kind, devices: devices, sandboxTokens: Set(sandbox),
+        let call = Call(callId: callId, kind: kind, devices: devices, sandboxTokens: Set(sandbox), androidTokens: Set(android),
                         requestedAt: requestedAt, wallClock: wallClock, answer: answer)
         calls.withLock { $0.append(call) }
         return call

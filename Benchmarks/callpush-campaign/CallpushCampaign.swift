@@ -7,14 +7,14 @@ import Logging
 struct CallpushCampaign: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "callpush-campaign",
-        abstract: "Fault campaign and soak: the embedded Kafka cluster in this process, the APNs simulator, dispatch and push-workers as child processes.",
+        abstract: "Fault campaign and soak: the embedded Kafka cluster in this process, the APNs and FCM simulators, dispatch and push-workers as child processes.",
         subcommands: [FaultCampaign.self, Soak.self],
         defaultSubcommand: FaultCampaign.self)
 }
 
 /// Options both commands share.
 struct StackOptions: ParsableArguments {
-    @Option(help: "Directory holding the built apns-simulator, dispatch and push-worker.")
+    @Option(help: "Directory holding the built apns-simulator, fcm-simulator, dispatch, push-worker and callpush.")
     var binDir = ".build/debug"
     @Option(help: "Working directory for keys, config files and process logs (default: a new temporary one).")
     var workDir: String?

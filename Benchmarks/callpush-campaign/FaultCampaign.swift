@@ -60,8 +60,9 @@ struct FaultCampaign: AsyncParsableCommand {
             while ContinuousClock.now < dlqDeadline, !InvalidEvents.missing(invalid, from: collector.deadLetters).isEmpty {
                 try await Task.sleep(for: .milliseconds(250))
             }
-            try await Task.sleep(for: .seconds(2))  // late duplicates, if any, reach the simulator
+            try await Task.sleep(for: .seconds(2))  // late duplicates, if any, reach the simulators
             let pushes = try SimulatorPush.decodeList(try await stack.http.send("GET", "\(stack.adminURL)/pushes", timeout: 30).body)
+            let fcmMessages = try FCMPush.decodeList(try await stack.http.send("GET", "\(stack.fcmAdminURL)/messages", timeout: 30).body)
             verdict.checkCalls(snapshot, collector: collector)
             verdict.checkReplays(replayed, cancels: load.cancelAccepted, collector: collector)
             // Every accepted call's events must be in the topic; for a lost delivery this tells
@@ -81,12 +82,13 @@ struct FaultCampaign: AsyncParsableCommand {
                     say("    dispatch: \(line)")
                 }
             }
-            verdict.checkPushes(pushes, calls: snapshot, collector: collector, killTimes: plan.killTimes, cancels: load.cancelAccepted,
-                                apnsWindows: await plan.simulator.windows)
+            verdict.checkPushes(pushes, fcmMessages: fcmMessages, calls: snapshot, collector: collector, killTimes: plan.killTimes,
+                                cancels: load.cancelAccepted, apnsWindows: await plan.simulator.windows, fcmWindows: await plan.fcm.windows)
             verdict.invalid = invalid.count
             verdict.missingFromDLQ = InvalidEvents.missing(invalid, from: collector.deadLetters).map { "\($0.key)" }
             verdict.faultCount = plan.faults.count
             effects = await plan.effectsAtEnd(pushes: pushes, calls: snapshot, replayed: replayed.count)
+            effects += await plan.checkFCMEffects(calls: snapshot, messages: fcmMessages)
             for problem in plan.injectionProblems { say("  fault injection problem: \(problem)") }
             // Every child still running now (the killed worker was restarted) counts as healthy.
             for run in stack.currentRuns where run.exit != nil && run.intent == .none {
@@ -109,6 +111,7 @@ struct FaultCampaign: AsyncParsableCommand {
         for line in effects { say("  fault effect: \(line)") }
         say("  outcomes: " + verdict.outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
             + "; redelivered events recognised by dedupe (duplicate statuses): \(verdict.redeliveriesRecognised)")
+        for line in verdict.platformLines { say("  \(line)") }
         if !verdict.duplicateReasons.isEmpty {
             say("  duplicate pushes by cause: " + verdict.duplicateReasons.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
             for line in verdict.duplicateDetails.prefix(10) { say("  duplicate: \(line)") }
@@ -123,7 +126,7 @@ struct FaultCampaign: AsyncParsableCommand {
         for line in verdict.productionRefused.prefix(10) { say("  PRODUCTION DEVICE REFUSED (sandbox credential trouble): \(line)") }
         for line in verdict.expiredUnowned.prefix(10) { say("  EXPIRED UNOWNED: \(line)") }
         for line in verdict.expectations.prefix(10) { say("  note: \(line)") }
-        say("  max_ring_ms over \(verdict.ringsMeasured) rings outside the simulator's fault windows (\(verdict.ringsInFaultWindows) overlapped one); "
+        say("  max_ring_ms over \(verdict.ringsMeasured) rings outside their simulator's fault windows (\(verdict.ringsInFaultWindows) overlapped one); "
             + "on the embedded cluster every rebalance of a rolling restart stalls for the session timeout (\(Stack.sessionTimeoutMs) ms) minus 1 s")
         if !verdict.slowestRing.isEmpty { say("  slowest ring: \(verdict.slowestRing)") }
         if !verdict.notSent.isEmpty {

@@ -5,21 +5,34 @@ import Kafka
 import Locking
 
 /// The faults of one campaign, scheduled over the load: one cycle of every fault kind per
-/// `cycle` (≈ 80 s), repeated while the load lasts (`--long` runs several cycles).
+/// `cycle` (≈ 80 s), repeated while the load lasts (`--long` runs several cycles). The load rings
+/// iPhones through the APNs simulator and Android phones through the FCM simulator (every third
+/// call has an Android phone, some an iPhone too).
 ///
 /// A cycle, as fractions of its length (the rolling restart runs alongside the APNs faults):
-/// - 0.03 invalid events (kcat); the cycle's doomed calls (devices the simulator refuses with
-///   `BadDeviceToken`) and calls with a sandbox device the key is not valid for;
-/// - 0.10 SIGKILL of a worker, a new run 3 s later;
-/// - 0.20 half of the doomed calls cancelled (after their `failed` status), the refusal lifted;
-/// - 0.24 broker 1 down; 0.34 partition leaders move (produce requests refused with
+/// - 0.03 invalid events (kcat); the cycle's doomed calls (iPhones the APNs simulator refuses with
+///   `BadDeviceToken`, Android phones the FCM simulator refuses with `UNREGISTERED`) and calls
+///   with a sandbox device the key is not valid for;
+/// - 0.10 SIGKILL of a worker, a new run 3 s later; 0.15 FCM 503 (`UNAVAILABLE`);
+/// - 0.20 half of each platform's doomed calls cancelled (after their `failed` status), the
+///   refusals lifted;
+/// - 0.24 broker 1 down; 0.30 FCM 429 (`QUOTA_EXCEEDED`, `Retry-After: 1`); 0.34 partition leaders move (produce requests refused with
 ///   `NOT_LEADER_FOR_PARTITION`) and OffsetCommit request errors; 0.40 broker 2 slow;
 /// - 0.46 rolling restart of every worker (SIGTERM, a new run with a new identity, one after
 ///   another): the first replacement's producer hits a fatal error, the second's assignment is
 ///   slow (the odd status partitions without a leader for 6 s); then the DLQ replay of the doomed
-///   calls;
-/// - 0.50 simulator 503, 0.60 GOAWAY, 0.70 connection resets, 0.80 latency;
+///   calls (`BadDeviceToken`, then `UNREGISTERED`);
+/// - 0.50 APNs simulator 503; 0.54 FCM latency 300–800 ms; 0.60 APNs GOAWAY; 0.70 APNs
+///   connection resets; 0.76 FCM access tokens revoked (the next sends answer 401) and the token
+///   endpoint refusing the next 2 grants (503); 0.80 APNs latency;
 /// - 0.88 invalid events.
+///
+/// The FCM faults run beside the others (``runFCMFaults(from:length:hold:)``); the 503, the 429 and
+/// the latency last at least 3 s (4.8 s for the latency) and until the FCM simulator answered 5
+/// messages with them, at most 10 s. The FCM simulator has no connection faults (GOAWAY, resets),
+/// so FCM gets none. Each FCM fault is
+/// checked to have taken effect from the FCM simulator's counters (`GET /admin/stats`) and the
+/// Android statuses (``FaultPlan/checkFCMEffects(calls:messages:)``).
 final class FaultPlan: Sendable {
     /// One injected fault, for the report.
     struct Injected: Sendable {
@@ -32,12 +45,15 @@ final class FaultPlan: Sendable {
         var callId: String
         var tokens: [String]
         var cycle: Int
+        var platform: CallLoad.Platform
     }
 
     let stack: Stack
     let load: CallLoad
     let collector: OutcomeCollector
     let simulator: SimulatorFaults
+    /// The FCM simulator's faults (its windows are left out of the Android rings' `max_ring_ms`).
+    let fcm: SimulatorFaults
     private let directory: String
     /// Worker slot that runs with a small dedupe capacity (its evictions are counted).
     let smallDedupeSlot: Int?
@@ -52,8 +68,9 @@ final class FaultPlan: Sendable {
 
     /// Length of a fault cycle (the CI mode's whole load is one).
     static let cycleSeconds = 80.0
-    /// Doomed calls per cycle (half of them are cancelled) and env-mismatched calls per cycle.
+    /// Doomed calls per cycle and platform (half of each are cancelled) and env-mismatched calls per cycle.
     static let doomedPerCycle = 6
+    static let doomedAndroidPerCycle = 4
     static let mismatchedPerCycle = 3
     /// How long the slow-assignment fault keeps status partitions without a leader. Below the
     /// worker's outcome-write bound after a revoke (10 s), so a `sent` written meanwhile is still
@@ -67,6 +84,7 @@ final class FaultPlan: Sendable {
         self.directory = directory
         self.smallDedupeSlot = smallDedupeSlot
         simulator = SimulatorFaults(http: stack.http, adminURL: stack.adminURL)
+        fcm = SimulatorFaults(http: stack.http, adminURL: stack.fcmAdminURL)
     }
 
     var faults: [Injected] { injected.withLock { $0 } }
@@ -134,13 +152,17 @@ final class FaultPlan: Sendable {
 
     private func runCycle(number: Int, from origin: ContinuousClock.Instant, length: Duration) async {
         let hold = min(.seconds(5), length * 0.06)
+        // The FCM faults run beside the rest: one kept in force until Android rings met it must
+        // not shift the others.
+        async let fcmFaults: Void = runFCMFaults(from: origin, length: length, hold: hold)
         await at(origin, length, 0.03)
         await step("invalid events (kcat)") {
             let events = InvalidEvents.batch(tag: "c\(number)")
             try await InvalidEvents.produce(events, bootstrap: self.stack.cluster.bootstrapServers, directory: self.directory)
             self.invalid.withLock { $0 += events }
         }
-        await step("\(Self.doomedPerCycle) doomed calls (BadDeviceToken) and \(Self.mismatchedPerCycle) calls with a sandbox device the key is not valid for") {
+        await step("\(Self.doomedPerCycle) doomed iPhone calls (BadDeviceToken), \(Self.doomedAndroidPerCycle) doomed Android calls (UNREGISTERED) "
+                   + "and \(Self.mismatchedPerCycle) calls with a sandbox device the key is not valid for") {
             try await self.ringDoomedAndMismatched(cycle: number)
         }
         await at(origin, length, 0.10)
@@ -199,6 +221,26 @@ final class FaultPlan: Sendable {
             self.invalid.withLock { $0 += events }
         }
         await restartAndReplay
+        await fcmFaults
+    }
+
+    /// The cycle's FCM outages, at fractions where the APNs simulator has no fault. Each is kept in
+    /// force for at least its length and until the FCM simulator answered it to some messages (at
+    /// most 10 s): Android rings pause while the embedded cluster rebalances, and an outage no ring
+    /// met shows nothing.
+    private func runFCMFaults(from origin: ContinuousClock.Instant, length: Duration, hold: Duration) async {
+        await at(origin, length, 0.15)
+        await fcmFault("FCM 503 (UNAVAILABLE)", #"{"errorRate":{"error":{"errorCode":"UNAVAILABLE"},"probability":1.0}}"#,
+                       hold: .seconds(3), until: .rejected("UNAVAILABLE", 5))
+        await at(origin, length, 0.30)
+        await fcmFault("FCM 429 (QUOTA_EXCEEDED, Retry-After 1 s)",
+                       #"{"errorRate":{"error":{"errorCode":"QUOTA_EXCEEDED","retryAfterSeconds":1},"probability":1.0}}"#,
+                       hold: .seconds(3), until: .rejected("QUOTA_EXCEEDED", 5))
+        await at(origin, length, 0.54)
+        await fcmFault("FCM latency 300-800 ms", #"{"latency":{"minimumMilliseconds":300,"maximumMilliseconds":800}}"#,
+                       hold: hold, until: .accepted(5))
+        await at(origin, length, 0.76)
+        await revokeFCMAccessTokens(hold: hold)
     }
 
     private func moveLeaders(to broker: (Int32) -> Int32) throws {

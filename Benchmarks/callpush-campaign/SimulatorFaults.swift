@@ -1,11 +1,12 @@
 import Foundation
 import ProcessStack
 
-/// The simulator's fault set as the campaign composes it: fixed answers for some device tokens
-/// (mismatched environments, doomed devices), which stay while time-windowed faults (503, GOAWAY,
-/// resets, latency) come and go. `PUT /admin/faults` replaces the whole set, so every change sends
-/// both parts; the actor keeps changes in order. It also remembers the windows of the time-windowed
-/// faults: rings that overlap them do not count for `max_ring_ms`.
+/// A simulator's fault set as the campaign composes it (one for the APNs simulator, one for the FCM
+/// simulator): fixed answers for some device tokens (mismatched environments, doomed devices), which
+/// stay while time-windowed faults (503, GOAWAY, resets, 429, latency) come and go.
+/// `PUT /admin/faults` replaces the whole set on both simulators, so every change sends both parts;
+/// the actor keeps changes in order. It also remembers the windows of the time-windowed faults:
+/// rings that overlap them do not count for `max_ring_ms`.
 actor SimulatorFaults {
     /// A stretch of time during which the simulator answered with a fault.
     struct Window: Sendable {
@@ -16,8 +17,8 @@ actor SimulatorFaults {
 
     private let http: LocalHTTP
     private let adminURL: String
-    /// Token → the answer every push to it gets.
-    private var tokenOutcomes: [String: (status: Int, reason: String)] = [:]
+    /// Token → the answer every push to it gets, as the simulator's JSON object.
+    private var tokenOutcomes: [String: String] = [:]
     /// The time-windowed fault in force, as JSON (`{}` when none).
     private var windowFault = "{}"
     private var windowStart: (kind: String, at: Date)?
@@ -28,9 +29,18 @@ actor SimulatorFaults {
         self.adminURL = adminURL
     }
 
-    /// Every push to `tokens` is answered `status` `reason` until ``clear(_:)``.
+    /// Every push to `tokens` is answered `status` `reason` (the APNs simulator's form) until ``clear(_:)``.
     func refuse(_ tokens: [String], status: Int, reason: String) async throws {
-        for token in tokens { tokenOutcomes[token] = (status, reason) }
+        try await refuse(tokens, outcome: #"{"status":\#(status),"reason":"\#(reason)"}"#)
+    }
+
+    /// Every message to `tokens` is answered with FCM error `errorCode` (the FCM simulator's form) until ``clear(_:)``.
+    func refuse(_ tokens: [String], errorCode: String) async throws {
+        try await refuse(tokens, outcome: #"{"errorCode":"\#(errorCode)"}"#)
+    }
+
+    private func refuse(_ tokens: [String], outcome json: String) async throws {
+        for token in tokens { tokenOutcomes[token] = json }
         try await apply()
     }
 
@@ -59,7 +69,7 @@ actor SimulatorFaults {
         guard var faults = try JSONSerialization.jsonObject(with: Data(windowFault.utf8)) as? [String: Any] else {
             throw StackError("simulator fault \(windowFault) is not a JSON object")
         }
-        faults["tokenOutcomes"] = tokenOutcomes.mapValues { ["status": $0.status, "reason": $0.reason] as [String: Any] }
+        faults["tokenOutcomes"] = try tokenOutcomes.mapValues { try JSONSerialization.jsonObject(with: Data($0.utf8)) }
         let body = try JSONSerialization.data(withJSONObject: faults)
         let response = try await http.send("PUT", "\(adminURL)/faults", body: body)
         guard response.status == 200 || response.status == 204 else {

@@ -1,4 +1,5 @@
 import CallContract
+import FCMSimulator
 import Foundation
 import ProcessStack
 import Kafka
@@ -6,7 +7,12 @@ import Logging
 import Locking
 
 /// The system under test: the embedded Kafka cluster (in this process, so faults can be injected
-/// through its API) and, as child processes, the APNs simulator, dispatch and the push-workers.
+/// through its API) and, as child processes, the APNs simulator, the FCM simulator, dispatch and the
+/// push-workers.
+///
+/// Every worker run has its own APNs token key and its own FCM service account (all registered with
+/// the simulators): the key id of a recorded push's JWT, or the service account of a recorded FCM
+/// message, tells which run sent it.
 final class Stack: Sendable {
     static let partitions = 6
     /// The app of every call (the apps files name it).
@@ -17,6 +23,8 @@ final class Stack: Sendable {
     let binDirectory: String
     let simulatorPort: Int
     let adminPort: Int
+    let fcmPort: Int
+    let fcmAdminPort: Int
     let dispatchPort: Int
     let workerPorts: [Int]
     let http = LocalHTTP()
@@ -37,6 +45,9 @@ final class Stack: Sendable {
     static let sessionTimeoutMs = 3_000
 
     var adminURL: String { "http://127.0.0.1:\(adminPort)/admin" }
+    var fcmAdminURL: String { "http://127.0.0.1:\(fcmAdminPort)/admin" }
+    /// Where the FCM simulator writes its CA (`--write-ca`); the workers trust it for FCM.
+    var fcmCAFile: String { files.directory + "/fcm-ca.pem" }
     var dispatchURL: String { "http://127.0.0.1:\(dispatchPort)" }
     static func workerName(_ index: Int) -> String { "push-worker-\(index + 1)" }
     /// The broker the campaign makes leader of `partition` of the requests and status topics.
@@ -47,7 +58,7 @@ final class Stack: Sendable {
         self.binDirectory = binDirectory
         self.workerEnvironment = workerEnvironment
         files = try StackFiles(directory: directory, keys: max(tokenKeys, workers + 16), app: Self.app,
-                               bundleID: "com.example.campaign")
+                               bundleID: "com.example.campaign", fcm: true)
         cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)  // pinnedLeader assumes 3
         try cluster.createTopic(Topics.requests, partitions: Self.partitions)
         try cluster.createTopic(Topics.status, partitions: Self.partitions)
@@ -60,6 +71,9 @@ final class Stack: Sendable {
         }
         simulatorPort = try freeLocalPort()
         adminPort = try freeLocalPort()
+        fcmPort = try freeLocalPort()
+        fcmAdminPort = try freeLocalPort()
+        try Self.writeServiceAccounts(files.fcmServiceAccountFiles, tokenURI: "https://127.0.0.1:\(fcmPort)/token")
         dispatchPort = try freeLocalPort()
         workerPorts = try (0..<workers).map { _ in try freeLocalPort() }
     }
@@ -76,9 +90,36 @@ final class Stack: Sendable {
          "CALLPUSH_LOG_LEVEL": "warning"]
     }
 
-    /// Starts the simulator, dispatch and every worker, and waits until all are ready.
+    /// Project of the campaign's FCM service accounts.
+    static let fcmProject = "callpush-campaign"
+    /// `client_email` of service account `index` (the worker run that uses it).
+    static func fcmAccount(_ index: Int) -> String { "campaign-\(index)@\(fcmProject).iam.gserviceaccount.com" }
+
+    /// Generates one service account per apps file (RSA keys, two at a time: 2048-bit key
+    /// generation is the slow part) and writes its JSON, `token_uri` pointing at the FCM simulator.
+    private static func writeServiceAccounts(_ paths: [String], tokenURI: String) throws {
+        let accounts = Locked<[Int: String]>([:])
+        let failure = Locked<(any Error)?>(nil)
+        DispatchQueue.concurrentPerform(iterations: paths.count) { index in
+            do {
+                var account = try FCMSimulatorServiceAccount.generate(projectID: fcmProject)
+                account.clientEmail = fcmAccount(index)
+                let json = try account.json(tokenURI: tokenURI)
+                accounts.withLock { $0[index] = json }
+            } catch {
+                failure.withLock { $0 = error }
+            }
+        }
+        if let error = failure.withLock({ $0 }) { throw StackError("cannot generate an FCM service account: \(error)") }
+        for (index, path) in paths.enumerated() {
+            try StackFiles.writeSecret(accounts.withLock { $0[index] ?? "" }, to: path)
+        }
+    }
+
+    /// Starts the simulators, dispatch and every worker, and waits until all are ready.
     func start() async throws {
         try await startSimulator()
+        try await startFCMSimulator()
         try await startDispatch()
         for index in workerPorts.indices { try startWorker(index) }
         for index in workerPorts.indices { try await waitForWorker(index) }
@@ -90,6 +131,15 @@ final class Stack: Sendable {
             "--write-ca", files.caFile, "--log-level", "warning", "--max-recorded", "1000000",
         ] + files.tokenKeyArguments, environment: [:])
         try await http.waitUntilOK("\(adminURL)/stats", timeout: .seconds(60)) { process.exit == nil }
+    }
+
+    /// The FCM simulator, accepting the grants of every worker run's service account.
+    func startFCMSimulator() async throws {
+        let process = try launch("fcm-simulator", program: "fcm-simulator", arguments: [
+            "--host", "127.0.0.1", "--port", "\(fcmPort)", "--admin-port", "\(fcmAdminPort)",
+            "--write-ca", fcmCAFile, "--log-level", "warning", "--max-recorded", "1000000",
+        ] + files.fcmServiceAccountFiles.flatMap { ["--service-account", $0] }, environment: [:])
+        try await http.waitUntilOK("\(fcmAdminURL)/stats", timeout: .seconds(60)) { process.exit == nil }
     }
 
     func startDispatch() async throws {
@@ -125,6 +175,9 @@ final class Stack: Sendable {
         environment["CALLPUSH_APNS_SANDBOX_ENDPOINT"] = "127.0.0.1:\(simulatorPort)"
         environment["CALLPUSH_APNS_PRODUCTION_ENDPOINT"] = "127.0.0.1:\(simulatorPort)"
         environment["CALLPUSH_APNS_TIMEOUT_MS"] = "2000"
+        environment["CALLPUSH_FCM_ENDPOINT"] = "https://127.0.0.1:\(fcmPort)"
+        environment["CALLPUSH_FCM_CA_FILE"] = fcmCAFile
+        environment["CALLPUSH_FCM_CONNECTIONS"] = "2"
         environment["CALLPUSH_HTTP_HOST"] = "127.0.0.1"
         environment["CALLPUSH_HTTP_PORT"] = "\(workerPorts[index])"
         environment["CALLPUSH_WORKER_ID"] = identity

@@ -2,14 +2,22 @@ import CallContract
 import Foundation
 
 /// The outside checks of a run: what dispatch accepted against the statuses on Kafka, the
-/// pushes the simulator recorded, the DLQ and the processes' exits.
+/// pushes the APNs simulator and the messages the FCM simulator recorded, the DLQ and the
+/// processes' exits. Deliveries, lost ones, outcomes and duplicates are also counted per platform
+/// (the device's: iPhone or Android phone); a lost Android delivery fails the run like an iPhone's.
 struct Verdict: Sendable {
+    typealias Platform = CallLoad.Platform
+
     var calls = 0
     var accepted = 0
     var refused = 0
     var otherAnswers: [String] = []
     var deliveries = 0
     var lost: [String] = []
+    var deliveriesBy: [Platform: Int] = [:]
+    var lostBy: [Platform: Int] = [:]
+    var outcomesBy: [Platform: [String: Int]] = [:]
+    var duplicatesBy: [Platform: Int] = [:]
     /// Call ids of the lost deliveries.
     var lostCallIDs: Set<String> = []
     var conflicting: [String] = []
@@ -31,9 +39,9 @@ struct Verdict: Sendable {
     var rungAfterCancel: [String] = []
     /// Deliveries that ended `expired` without any push attempt by the worker that ended them.
     var expiredUnowned: [String] = []
-    /// Longest POST → first push at the simulator of a regular call, outside APNs fault windows.
+    /// Longest POST → first push at a simulator of a regular call, outside that simulator's fault windows.
     var maxRingMs: Double = -1
-    /// Rings measured for ``maxRingMs`` and those left out because an APNs fault window overlapped.
+    /// Rings measured for ``maxRingMs`` and those left out because a fault window of their simulator overlapped.
     /// The ring behind ``maxRingMs``: call, request time, push time and signing key.
     var slowestRing = ""
     var ringsMeasured = 0
@@ -95,22 +103,26 @@ struct Verdict: Sendable {
             case .failed(let why): otherAnswers.append("\(call.callId): \(why)"); continue
             }
             for (token, deviceKey) in call.devices {
+                let platform = call.platform(of: token)
                 deliveries += 1
+                deliveriesBy[platform, default: 0] += 1
                 let all = collector.statuses(callId: call.callId, deviceKey: deviceKey)
                 redeliveriesRecognised += all.filter { $0.state == .duplicate }.count
                 checkGenerations(call: call, deviceKey: deviceKey, statuses: all)
                 let terminal = Self.outcomes(all, replay: 0)
                 guard let first = terminal.first else {
                     lostCallIDs.insert(call.callId)
-                    lost.append("\(call.callId)/\(deviceKey.prefix(8)) requests \(collector.requestPositions(callId: call.callId).joined(separator: ","))"
+                    lostBy[platform, default: 0] += 1
+                    lost.append("\(call.callId)/\(deviceKey.prefix(8)) (\(platform.rawValue)) requests \(collector.requestPositions(callId: call.callId).joined(separator: ","))"
                                 + " statuses [\(Self.history(all))]")
                     continue
                 }
                 outcomes[first.state.rawValue, default: 0] += 1
+                outcomesBy[platform, default: [:]][first.state.rawValue, default: 0] += 1
                 if first.state != .sent {
                     notSent.append("\(call.callId) (\(call.kind)) requested \(call.wallClock): " + Self.history(all))
                 }
-                let production = !call.sandboxTokens.contains(token)
+                let production = platform == .ios && !call.sandboxTokens.contains(token)
                 if production, first.state == .failed,
                    first.error?.code == "app-suspended" || first.apns?.reason == "BadEnvironmentKeyInToken" {
                     productionRefused.append("\(call.callId)/\(deviceKey.prefix(8)): " + Self.history(all))
@@ -118,7 +130,7 @@ struct Verdict: Sendable {
                 switch call.kind {
                 case .cancelledFirst where first.state != .cancelled:
                     expectations.append("cancelled before its ring, yet \(first.state.rawValue): \(call.callId) " + Self.history(all))
-                case .mismatched where !production && first.state != .failed:
+                case .mismatched where call.sandboxTokens.contains(token) && first.state != .failed:
                     expectations.append("sandbox device the key is not valid for, yet \(first.state.rawValue): \(call.callId) " + Self.history(all))
                 default:
                     break
@@ -160,7 +172,8 @@ struct Verdict: Sendable {
                 let expected: CallStatus.State = cancels[call.callId] == nil ? .sent : .cancelled
                 guard let first = Self.outcomes(all, replay: 1).first else {
                     lostCallIDs.insert(call.callId)
-                    lost.append("\(call.callId)/\(deviceKey.prefix(8)) replayed from the DLQ: no outcome [\(Self.history(all))]")
+                    lostBy[call.platform, default: 0] += 1
+                    lost.append("\(call.callId)/\(deviceKey.prefix(8)) (\(call.platform.rawValue)) replayed from the DLQ: no outcome [\(Self.history(all))]")
                     continue
                 }
                 if first.state != expected {
@@ -171,34 +184,55 @@ struct Verdict: Sendable {
         }
     }
 
-    /// Counts pushes per device token at the simulator; a second push for a token is a duplicate.
-    /// Every worker run signs with its own key, so the JWT's `kid` tells which run pushed:
-    /// the same run twice is a retry after a lost answer (timeout, dropped connection after APNs
-    /// accepted) when the delivery has a `retrying` status without an APNs answer, else a
-    /// redelivery to the same run; two runs is a redelivery whose
-    /// first `sent` was not durable or not known to the new owner (after a SIGKILL, or after a
-    /// partition moved in a rebalance).
+    /// A push a simulator accepted: an APNs push (token lower-cased, sent by the run whose token
+    /// key signed it) or an FCM message (token as is, sent by the run whose service account's
+    /// access token authorized it).
+    struct Ring: Sendable {
+        var token: String
+        var receivedAt: Date
+        /// The worker run that sent it: its APNs key id or its FCM service account.
+        var sender: String
+        var platform: Platform
+    }
+
+    static func rings(apns: [SimulatorPush], fcm: [FCMPush]) -> [Ring] {
+        apns.map { Ring(token: $0.deviceToken.lowercased(), receivedAt: $0.receivedAt, sender: $0.signingKey, platform: .ios) }
+            + fcm.map { Ring(token: $0.token, receivedAt: $0.receivedAt, sender: $0.sender, platform: .android) }
+    }
+
+    /// Counts pushes per device token at the simulators; a second push for a token is a duplicate.
+    /// Every worker run signs with its own APNs key and uses its own FCM service account, so the
+    /// JWT's `kid` or the message's account tells which run pushed: the same run twice is a retry
+    /// after a lost answer (timeout, dropped connection after the service accepted) when the
+    /// delivery has a `retrying` status without an APNs (or FCM) answer, else a redelivery to the
+    /// same run; two runs is a redelivery whose first `sent` was not durable or not known to the new
+    /// owner (after a SIGKILL, or after a partition moved in a rebalance).
     ///
     /// Also: pushes after an accepted cancel (`rung_after_cancel`) and the longest POST → push of
-    /// the regular calls outside the windows of the simulator's faults (`max_ring_ms`).
-    mutating func checkPushes(_ pushes: [SimulatorPush], calls: [CallLoad.Call], collector: OutcomeCollector, killTimes: [Date],
-                              cancels: [String: Date], apnsWindows: [SimulatorFaults.Window]) {
+    /// the regular calls outside the windows of their simulator's faults (`max_ring_ms`).
+    mutating func checkPushes(_ pushes: [SimulatorPush], fcmMessages: [FCMPush], calls: [CallLoad.Call], collector: OutcomeCollector,
+                              killTimes: [Date], cancels: [String: Date], apnsWindows: [SimulatorFaults.Window],
+                              fcmWindows: [SimulatorFaults.Window]) {
         var known = Set<String>()
         for call in calls { known.formUnion(call.devices.keys) }
-        let byToken = Dictionary(grouping: pushes.filter { known.contains($0.deviceToken.lowercased()) }) { $0.deviceToken.lowercased() }
+        let byToken = Dictionary(grouping: Self.rings(apns: pushes, fcm: fcmMessages).filter { known.contains($0.token) }) { $0.token }
         let callOfToken = Dictionary(calls.flatMap { call in call.devices.keys.map { ($0, call.callId) } }, uniquingKeysWith: { first, _ in first })
         for (token, list) in byToken where list.count > 1 {
             let sorted = list.sorted { $0.receivedAt < $1.receivedAt }
+            let platform = sorted[0].platform
             duplicates += list.count - 1
+            duplicatesBy[platform, default: 0] += list.count - 1
             let statuses = collector.statuses(callId: callOfToken[token] ?? "", deviceKey: DeviceKey.make(token: token))
-            duplicateDetails.append("\(callOfToken[token] ?? "?")/\(DeviceKey.make(token: token).prefix(8)): pushed at "
-                                    + sorted.map { "\(SimulatorPush.timeFormat($0.receivedAt)) by \($0.signingKey)" }.joined(separator: ", ")
+            duplicateDetails.append("\(callOfToken[token] ?? "?")/\(DeviceKey.make(token: token).prefix(8)) (\(platform.rawValue)): pushed at "
+                                    + sorted.map { "\(SimulatorPush.timeFormat($0.receivedAt)) by \($0.sender)" }.joined(separator: ", ")
                                     + "; statuses [\(Self.history(statuses))]")
             // The worker retries an attempt that got no answer (timeout, connection lost, stream reset).
-            let answerLost = statuses.contains { $0.state == .retrying && $0.apns?.status == nil }
+            let answerLost = statuses.contains { status in
+                status.state == .retrying && (platform == .ios ? status.apns?.status : status.fcm?.status) == nil
+            }
             for (earlier, later) in zip(sorted, sorted.dropFirst()) {
                 let cause: String
-                if earlier.signingKey == later.signingKey {
+                if earlier.sender == later.sender {
                     cause = answerLost ? "same-worker-retry-after-lost-answer" : "same-worker-redelivery"
                 } else if killTimes.contains(where: { $0 >= earlier.receivedAt.addingTimeInterval(-1) && $0 <= later.receivedAt }) {
                     cause = "other-worker-after-sigkill"
@@ -212,8 +246,9 @@ struct Verdict: Sendable {
             if let cancelledAt = cancels[call.callId] {
                 for token in call.devices.keys {
                     for push in byToken[token] ?? [] where push.receivedAt > cancelledAt {
-                        rungAfterCancel.append("\(call.callId) (\(call.kind)): pushed \(String(format: "%.3f", push.receivedAt.timeIntervalSince(cancelledAt))) s "
-                                               + "after its cancel was accepted, signed by \(push.signingKey)")
+                        rungAfterCancel.append("\(call.callId) (\(call.kind), \(push.platform.rawValue)): pushed "
+                                               + "\(String(format: "%.3f", push.receivedAt.timeIntervalSince(cancelledAt))) s "
+                                               + "after its cancel was accepted, sent by \(push.sender)")
                     }
                 }
                 continue
@@ -221,7 +256,8 @@ struct Verdict: Sendable {
             guard call.kind == .regular else { continue }
             for token in call.devices.keys {
                 guard let first = byToken[token]?.min(by: { $0.receivedAt < $1.receivedAt }) else { continue }
-                if apnsWindows.contains(where: { $0.from <= first.receivedAt && $0.to >= call.wallClock }) {
+                let windows = first.platform == .ios ? apnsWindows : fcmWindows
+                if windows.contains(where: { $0.from <= first.receivedAt && $0.to >= call.wallClock }) {
                     ringsInFaultWindows += 1
                     continue
                 }
@@ -229,16 +265,31 @@ struct Verdict: Sendable {
                 let ms = first.receivedAt.timeIntervalSince(call.wallClock) * 1000
                 if ms > maxRingMs {
                     maxRingMs = ms
-                    slowestRing = "\(call.callId) requested \(SimulatorPush.timeFormat(call.wallClock)), pushed \(SimulatorPush.timeFormat(first.receivedAt)) by \(first.signingKey)"
+                    slowestRing = "\(call.callId) (\(first.platform.rawValue)) requested \(SimulatorPush.timeFormat(call.wallClock)), "
+                        + "pushed \(SimulatorPush.timeFormat(first.receivedAt)) by \(first.sender)"
                 }
             }
         }
     }
 
+    /// `N (ios a, android b)`.
+    private static func byPlatform(_ total: Int, _ counts: [Platform: Int]) -> String {
+        "\(total) (" + Platform.allCases.map { "\($0.rawValue) \(counts[$0] ?? 0)" }.joined(separator: ", ") + ")"
+    }
+
+    /// One report line per platform: deliveries, lost, duplicates and outcomes.
+    var platformLines: [String] {
+        Platform.allCases.map { platform in
+            "\(platform.rawValue): deliveries=\(deliveriesBy[platform] ?? 0) lost=\(lostBy[platform] ?? 0) "
+                + "duplicates=\(duplicatesBy[platform] ?? 0) outcomes: "
+                + (outcomesBy[platform] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        }
+    }
+
     var summaryLine: String {
         let dlq = "\(invalid - missingFromDLQ.count)/\(invalid)"
-        return "calls=\(calls) accepted=\(accepted) refused=\(refused) other=\(otherAnswers.count) faults=\(faultCount) lost=\(lost.count) "
-            + "duplicates=\(duplicates) dlq=\(dlq) p99_ms=\(Int(p99Ms.rounded())) crashed=\(crashes.count) "
+        return "calls=\(calls) accepted=\(accepted) refused=\(refused) other=\(otherAnswers.count) faults=\(faultCount) "
+            + "lost=\(Self.byPlatform(lost.count, lostBy)) duplicates=\(Self.byPlatform(duplicates, duplicatesBy)) dlq=\(dlq) p99_ms=\(Int(p99Ms.rounded())) crashed=\(crashes.count) "
             + "rung_after_cancel=\(rungAfterCancel.count) expired_unowned=\(expiredUnowned.count) max_ring_ms=\(Int(maxRingMs.rounded()))"
     }
 
@@ -266,7 +317,8 @@ struct SimulatorPush: Sendable, Decodable {
         return formatter.string(from: date)
     }
 
-    static func decodeList(_ data: Data) throws -> [SimulatorPush] {
+    /// Reads the simulators' dates: ISO 8601, with or without milliseconds.
+    static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let text = try decoder.singleValueContainer().decode(String.self)
@@ -277,6 +329,11 @@ struct SimulatorPush: Sendable, Decodable {
             if let date = formatter.date(from: text) { return date }
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad date \(text)"))
         }
+        return decoder
+    }
+
+    static func decodeList(_ data: Data) throws -> [SimulatorPush] {
+        let decoder = Self.decoder
         if let list = try? decoder.decode([SimulatorPush].self, from: data) { return list }
         struct Wrapped: Decodable { var pushes: [SimulatorPush] }
         return try decoder.decode(Wrapped.self, from: data).pushes
