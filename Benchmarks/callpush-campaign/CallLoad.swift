@@ -1,11 +1,15 @@
 import CallContract
 import Foundation
+import Kafka
+import Logging
 import ProcessStack
 import Locking
 
-/// Rings calls through dispatch (`POST /v1/calls`) and cancels some (`DELETE /v1/calls/{id}`),
-/// remembering what dispatch answered: accepted (202, with the deliveries it promised), refused
-/// (503: the client was told) or anything else, and when each cancel was accepted.
+/// Rings calls through dispatch (`POST /v1/calls`) and cancels some (`DELETE /v1/calls/{id}`, or,
+/// before a call is rung, its cancel event written straight to `voip.call-requests` as a producer
+/// other than dispatch may: dispatch answers 404 for a call it does not know yet), remembering what
+/// dispatch answered: accepted (202, with the deliveries it promised), refused (503: the client was
+/// told) or anything else, and when each cancel was accepted.
 final class CallLoad: Sendable {
     /// What the campaign expects of a call.
     enum Kind: Sendable, Equatable {
@@ -54,11 +58,18 @@ final class CallLoad: Sendable {
     private let calls = Locked<[Call]>([])
     /// callId → when dispatch's 202 to its `DELETE` arrived.
     private let cancels = Locked<[String: Date]>([:])
+    /// Writes the cancels that precede their call's ring (created on first use).
+    private let producer = Locked<KafkaProducer?>(nil)
     let ringTimeoutSeconds: Int
 
     init(stack: Stack, ringTimeoutSeconds: Int) {
         self.stack = stack
         self.ringTimeoutSeconds = ringTimeoutSeconds
+    }
+
+    /// Closes the producer of the cancels, if one was made.
+    func shutdown() async {
+        await producer.withLock { $0.take() }?.shutdown()
     }
 
     var snapshot: [Call] { calls.withLock { $0 } }
@@ -116,12 +127,43 @@ final class CallLoad: Sendable {
         return true
     }
 
+    /// Cancels `callId` before it is rung: its cancel event (no tenant: it cancels the call id of
+    /// every tenant) goes straight to `voip.call-requests`, keyed by the call id like dispatch's
+    /// events, so it lands in the partition its ring will. True when Kafka acknowledged it.
+    func cancelBeforeRing(_ callId: String) async -> Bool {
+        let cancel = CancelRequest(callId: callId, requestedAt: ContractCoding.truncatedToMilliseconds(Date()), reason: "campaign")
+        guard let event = try? CallRequest.cancel(cancel).encoded() else { return false }
+        let producer: KafkaProducer
+        do {
+            producer = try self.producer.withLock { current throws(KafkaError) -> KafkaProducer in
+                if let current { return current }
+                var logger = Logger(label: "campaign-cancels")
+                logger.logLevel = .critical
+                let made = try KafkaProducer(configuration: KafkaProducerConfiguration(
+                    kafka: KafkaConfiguration(bootstrapServers: [stack.cluster.bootstrapServers], clientID: "campaign-cancels")), logger: logger)
+                current = made
+                return made
+            }
+        } catch {
+            return false
+        }
+        do {
+            try await producer.send(KafkaProducerRecord(topic: Topics.requests, key: Array(callId.utf8), value: Array(event)),
+                                    timeout: .seconds(5))
+        } catch {
+            return false
+        }
+        let acceptedAt = Date()
+        cancels.withLock { $0[callId] = acceptedAt }
+        return true
+    }
+
     @discardableResult
     private func ringOne(index: Int, kind: Kind, production: [String], sandbox: [String], android: [String] = [],
                          ringTimeout: Int) async -> Call {
         let callId = UUID().uuidString.lowercased()
         var kind = kind
-        if kind == .cancelledFirst, !(await cancel(callId)) { kind = .regular }
+        if kind == .cancelledFirst, !(await cancelBeforeRing(callId)) { kind = .regular }
         let body: [String: Any] = [
             "callId": callId, "app": Stack.app,
             "devices": production.map { ["token": $0, "environment": "production"] }

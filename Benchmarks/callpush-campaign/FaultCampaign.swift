@@ -46,6 +46,7 @@ struct FaultCampaign: AsyncParsableCommand {
             let duration = Duration.seconds(Double(calls) / rate)
             async let faults: Void = plan.run(duration: duration)
             await load.ring(count: calls, rate: rate, cancelEvery: 20)
+            await load.shutdown()
             await faults
             say("  [\(String(format: "%6.1f", stack.elapsed))s] load done, waiting for outcomes")
             // Every accepted delivery must end by its ring deadline (expired at worst); allow slack.
