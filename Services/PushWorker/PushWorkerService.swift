@@ -235,7 +235,7 @@ public final class PushWorkerService: Service, Sendable {
             metrics.setAssigned(coordinator.owned.count)
             let suspended = processor.credentials.suspended(now: Date())
             for app in processor.settings.iosApps.sorted() {
-                for environment in APNsEnvironment.allCases {
+                for environment in APNSEnvironment.allCases {
                     metrics.setSuspended(app: app, platform: .ios, environment: environment.rawValue,
                                          suspended.contains(CredentialScope(app: app, environment: environment)))
                 }

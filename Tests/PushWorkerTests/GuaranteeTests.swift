@@ -98,7 +98,7 @@ import Testing
     }
 }
 
-func makeRing(token: String, environment: APNsEnvironment, app: String = "rider") -> RingRequest {
+func makeRing(token: String, environment: APNSEnvironment, app: String = "rider") -> RingRequest {
     var ring = makeRing(token: token, app: app)
     ring.device.environment = environment
     return ring
