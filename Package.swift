@@ -60,9 +60,11 @@ let package = Package(
         // Small shared primitives: a pthread-backed lock (ThreadSanitizer sees it; see
         // Shared/Locking/Locked.swift), a memo, random UUIDs without `/dev/urandom`.
         .target(name: "Locking", path: "Shared/Locking"),
+        // The APNs model shared by the contract, the client and the simulator (APNSwift's APNSCore).
+        .target(name: "APNsCore", path: "Shared/APNsCore"),
         .target(
             name: "CallContract",
-            dependencies: ["Locking"],
+            dependencies: ["Locking", "APNsCore"],
             path: "Shared/CallContract"
         ),
         .target(
@@ -88,7 +90,7 @@ let package = Package(
         ),
         .target(
             name: "APNs",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "APNsCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
@@ -111,7 +113,7 @@ let package = Package(
         ),
         .target(
             name: "APNsSimulator",
-            dependencies: ["Locking", "HTTP2Wire", "SimulatorSupport",
+            dependencies: ["Locking", "APNsCore", "HTTP2Wire", "SimulatorSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

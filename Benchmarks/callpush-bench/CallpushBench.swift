@@ -7,7 +7,7 @@ struct CallpushBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "callpush-bench",
         abstract: "Benchmarks for callpush: prints figures, never asserts timings.",
-        subcommands: [KafkaBenchmark.self, APNsBenchmark.self, FCMBenchmark.self, WorkerBenchmark.self, DispatchBenchmark.self, StepsBenchmark.self, DeliveryBenchmark.self,
+        subcommands: [KafkaBenchmark.self, APNSBenchmark.self, FCMBenchmark.self, WorkerBenchmark.self, DispatchBenchmark.self, StepsBenchmark.self, DeliveryBenchmark.self,
                       DrainBenchmark.self]
     )
 }

@@ -42,7 +42,7 @@ final class KafkaRelay: Service, Sendable {
         // A status like the worker's for a sent push (same fields, same size).
         let ring = WorkerBenchmark.ring(callId: CallID.make(), token: String(repeating: "ab", count: 32), now: Date())
         let deviceKey = DeviceKey.make(token: ring.device.token)
-        let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: 0)
+        let apnsID = APNSID.make(callId: ring.callId, deviceKey: deviceKey, replay: 0)
         status = Array(try WorkerBenchmark.sentStatus(ring, deviceKey: deviceKey, apnsID: apnsID, at: Date()).encoded())
     }
 
@@ -76,7 +76,7 @@ final class KafkaRelay: Service, Sendable {
                                                         ringDeadline: ring.ringDeadline)
         let ackToken = signer.token(callId: ring.callId, deviceKey: deviceKey)
         _ = try VoIPPayload(ring: ring, deviceKey: deviceKey, ackToken: ackToken).encoded()
-        let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
+        let apnsID = APNSID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
         return Array(try WorkerBenchmark.sentStatus(ring, deviceKey: deviceKey, apnsID: apnsID, at: Date()).encoded())
     }
 

@@ -140,7 +140,7 @@ enum SimulatorPeers {
     /// stops it. Like nghttpd, the simulator runs as its own process (the `apns-simulator` executable) when it
     /// was built next to the benchmark, so the two servers are measured alike; otherwise in this process.
     static func h2loadAgainstSimulator(_ load: Load = Load()) async throws -> H2LoadFigures {
-        let key = APNsSimulatorTestKey()
+        let key = APNSSimulatorTestKey()
         let directory = try temporaryDirectory("h2load-sim")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let headers = voipHeaders(jwt: try key.providerToken())
@@ -165,14 +165,14 @@ enum SimulatorPeers {
             let port = try await readyPort(outputPath: outputPath, process: process)
             return try await h2load(port: port, headers: headers, load: load, directory: directory)
         }
-        var configuration = APNsSimulatorConfiguration()
+        var configuration = APNSSimulatorConfiguration()
         configuration.adminPort = nil
         configuration.environment = .production
         configuration.tokenKeys = [key.tokenKey]
         configuration.maxRecordedPushes = 10_000
         var logger = Logger(label: "callpush-bench.simulator")
         logger.logLevel = .warning
-        let simulator = APNsSimulator(configuration: configuration, logger: logger)
+        let simulator = APNSSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
         do {
             let figures = try await h2load(port: simulator.port, headers: headers, load: load, directory: directory)
@@ -206,13 +206,13 @@ enum SimulatorPeers {
     /// fresh simulator.
     static func aioapnsAgainstSimulator(count: Int = 5_000, concurrency: Int = 100, script: String? = nil) async throws -> AioapnsFigures {
         let scriptPath = script ?? defaultScriptPath
-        let key = APNsSimulatorTestKey()
-        var configuration = APNsSimulatorConfiguration()
+        let key = APNSSimulatorTestKey()
+        var configuration = APNSSimulatorConfiguration()
         configuration.adminPort = nil
         configuration.tokenKeys = [key.tokenKey]
         var logger = Logger(label: "callpush-bench.simulator")
         logger.logLevel = .warning
-        let simulator = APNsSimulator(configuration: configuration, logger: logger)
+        let simulator = APNSSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
         let directory = try temporaryDirectory("aioapns")
         defer { try? FileManager.default.removeItem(atPath: directory) }

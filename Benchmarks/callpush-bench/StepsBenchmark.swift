@@ -62,7 +62,7 @@ struct StepsBenchmark: ParsableCommand {
         var apnsIDs: [String] = []
         apnsIDs.reserveCapacity(events)
         step("apns-id") {
-            for (index, ring) in rings.enumerated() { apnsIDs.append(APNsID.make(callId: ring.callId, deviceKey: keys[index], replay: ring.replay)) }
+            for (index, ring) in rings.enumerated() { apnsIDs.append(APNSID.make(callId: ring.callId, deviceKey: keys[index], replay: ring.replay)) }
         }
         try step("status encoding") {
             for (index, ring) in rings.enumerated() {

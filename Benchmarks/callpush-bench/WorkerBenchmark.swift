@@ -23,7 +23,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
     @Option(help: "Partitions of the requests and status topics.") var partitions = 12
     @Option(parsing: .upToNextOption, help: "Worker counts to measure.") var workers: [Int] = [1, 2]
     @Flag(name: .customLong("without-apns"), help: "Also run each saturation with a sender that accepts every push at once, without APNs: the ceiling Kafka and the worker's own work set.")
-    var withoutAPNs = false
+    var withoutAPNS = false
     @Flag(name: .customLong("kafka-floor"), help: "Also run a saturation with a relay in place of the workers that only turns each event into a status (no decode, no push, batched sends): what Kafka alone costs end to end here.")
     var kafkaFloor = false
     @Flag(name: .customLong("steps-floor"), help: "Also run a saturation with the relay doing the worker's synchronous steps inline (decode, hashes, encoding): a worker with no per-event task or acknowledgement.")
@@ -32,14 +32,14 @@ struct WorkerBenchmark: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
-        let key = APNsSimulatorTestKey()
-        var simulatorConfiguration = APNsSimulatorConfiguration()
+        let key = APNSSimulatorTestKey()
+        var simulatorConfiguration = APNSSimulatorConfiguration()
         simulatorConfiguration.tokenKeys = [key.tokenKey]
         simulatorConfiguration.adminPort = nil
         // WORKER_BENCH_DEBUG=1: the fixed-rate runs also print where the latency goes (produced →
         // simulator receipt, receipt → status read), from the simulator's record of every push.
         simulatorConfiguration.maxRecordedPushes = Self.breakdown ? 200_000 : 1_000
-        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+        let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: logger)
         try await simulator.start()
         let clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         let signingKey = try APNSSigningKey(privateKey: key.privateKey, keyID: key.keyID, teamID: key.teamID)
@@ -54,7 +54,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         for count in workers {
             let saturation = try await measure(workers: count, client: client, simulator: simulator, offeredRate: nil, logger: logger)
             print(saturation.line(workers: count, mode: "saturation"))
-            if withoutAPNs {
+            if withoutAPNS {
                 let ceiling = try await measure(workers: count, client: client, simulator: simulator, offeredRate: nil,
                                                 logger: logger, sender: AcceptingSender())
                 print(ceiling.line(workers: count, mode: "saturation, no APNs"))
@@ -101,7 +101,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
     /// One run on a fresh cluster: start workers, wait for their assignment, produce, wait for every `sent`.
     static let breakdown = ProcessInfo.processInfo.environment["WORKER_BENCH_DEBUG"] == "1"
 
-    func measure(workers count: Int, client: APNSClient, simulator: APNsSimulator, offeredRate: Int?,
+    func measure(workers count: Int, client: APNSClient, simulator: APNSSimulator, offeredRate: Int?,
                  logger: Logger, sender: (any VoIPPushSending)? = nil, relaySteps: Bool = false) async throws -> Result {
         simulator.resetPushes()
         let wallAtStart = Date()
@@ -118,7 +118,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
             var configuration = PushWorkerConfiguration(kafka: kafka, workerID: "bench-\(index)")
             configuration.sessionTimeout = .seconds(6)
             configuration.heartbeatInterval = .milliseconds(500)
-            services.append(try PushWorkerService(configuration: configuration, sender: sender ?? APNsPushSender(client: client),
+            services.append(try PushWorkerService(configuration: configuration, sender: sender ?? APNSPushSender(client: client),
                                                   apps: ["bench"], ackTokens: secret, logger: logger))
         }
         // No workers: the Kafka relay (`--kafka-floor`, `--steps-floor`) in their place.

@@ -41,13 +41,13 @@ struct DevDemo {
             Scenario(name: "cancelled", token: Self.token(), ringTimeoutSeconds: 30, expected: .cancelled, cancelAfterFirstRetry: true),
             Scenario(name: "APNs outage", token: Self.token(), ringTimeoutSeconds: 5, expected: .expired),
         ]
-        var faults = APNsSimulatorFaults()
+        var faults = APNSSimulatorFaults()
         faults.tokenOutcomes[scenarios[1].token] = .unregistered()
         let unavailable = TokenOutcome(status: 503, reason: "ServiceUnavailable")
         faults.tokenOutcomes[scenarios[2].token] = unavailable
         faults.tokenOutcomes[scenarios[3].token] = unavailable
         stack.simulator.setFaults(faults)
-        defer { stack.simulator.setFaults(APNsSimulatorFaults()) }
+        defer { stack.simulator.setFaults(APNSSimulatorFaults()) }
 
         guard let base = URL(string: state.dispatchURL) else { throw DevStackError("bad dispatch URL \(state.dispatchURL)") }
         let http = HTTPExchange(baseURL: base, timeout: .seconds(10), caFile: nil)

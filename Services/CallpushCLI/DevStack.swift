@@ -44,7 +44,7 @@ public struct DevStack: Sendable {
 
     public let options: Options
     public let cluster: EmbeddedKafkaCluster
-    public let simulator: APNsSimulator
+    public let simulator: APNSSimulator
     public let client: APNSClient
     public let fcmSimulator: FCMSimulator
     public let fcmClient: FCMClient
@@ -83,11 +83,11 @@ public struct DevStack: Sendable {
         }
         try cluster.createTopic(Topics.deadLetter, partitions: 1, replicationFactor: min(3, options.brokers))
 
-        let key = APNsSimulatorTestKey()
-        var simulatorConfiguration = APNsSimulatorConfiguration()
+        let key = APNSSimulatorTestKey()
+        var simulatorConfiguration = APNSSimulatorConfiguration()
         simulatorConfiguration.tokenKeys = [key.tokenKey]
         simulatorConfiguration.environment = .sandbox
-        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+        let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: logger)
         try await simulator.start()
 
         // A fresh private directory (mkdtemp: unpredictable name, mode 0700): the CA written here
@@ -126,7 +126,7 @@ public struct DevStack: Sendable {
             var configuration = PushWorkerConfiguration(kafka: kafka, workerID: "dev-worker-\(index + 1)")
             configuration.sessionTimeout = .seconds(10)
             configuration.heartbeatInterval = .seconds(1)
-            let sender = PlatformPushSender(apns: APNsPushSender(client: client), fcm: FCMPushSender(client: fcmClient))
+            let sender = PlatformPushSender(apns: APNSPushSender(client: client), fcm: FCMPushSender(client: fcmClient))
             workers.append(try PushWorkerService(configuration: configuration, sender: sender,
                                                  apps: [options.app], androidApps: [options.app], ackTokens: ackTokens, logger: logger,
                                                  tracing: backends.last?.tracing ?? .off))

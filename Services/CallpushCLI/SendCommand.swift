@@ -64,7 +64,7 @@ struct SendCommand: AsyncParsableCommand {
     func validate() throws {
         guard HTTPExchange.validate(url) != nil else { throw ValidationError("--url must be an http:// or https:// URL with a host, got '\(url.prefix(80))'") }
         guard let devicePlatform = DevicePlatform(rawValue: platform) else { throw ValidationError("--platform must be ios or android") }
-        guard APNsEnvironment(rawValue: environment) != nil else { throw ValidationError("--environment must be production or sandbox") }
+        guard APNSEnvironment(rawValue: environment) != nil else { throw ValidationError("--environment must be production or sandbox") }
         if let problem = Device.tokenProblem(token, platform: devicePlatform) { throw ValidationError("--token: \(problem)") }
         guard (1...120).contains(ringTimeout) else { throw ValidationError("--ring-timeout must be between 1 and 120 seconds") }
         if let callId, CallID.normalize(callId) == nil { throw ValidationError("--call-id must be a UUID") }

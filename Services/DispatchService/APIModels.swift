@@ -8,7 +8,7 @@ enum APIModels {
             var deviceKey: String
             var deviceId: String?
             /// iOS devices only.
-            var environment: APNsEnvironment?
+            var environment: APNSEnvironment?
             /// Android devices only (absent: iOS, as in the event).
             var platform: DevicePlatform?
             var state = "queued"
@@ -83,7 +83,7 @@ enum APIModels {
             var attempt: Int
             var replay: Int
             var at: String
-            var apns: CallStatus.APNsDetails?
+            var apns: CallStatus.APNSDetails?
             var fcm: CallStatus.FCMDetails?
             var error: CallStatus.ErrorInfo?
             var deviceReport: DeviceReport?

@@ -34,7 +34,7 @@ public struct CallView: Sendable, Hashable {
         /// The backend's device id, if given.
         public var deviceId: String?
         /// From the ring event, when known.
-        public var environment: APNsEnvironment?
+        public var environment: APNSEnvironment?
         /// Replay generation of the ring or of the latest worker status.
         public var replay: Int
         /// `requestedAt` of the ring, until a worker status arrives.

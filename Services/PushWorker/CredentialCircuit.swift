@@ -8,10 +8,10 @@ public struct CredentialScope: Sendable, Hashable, CustomStringConvertible {
     public var app: String
     public var platform: DevicePlatform
     /// The APNs environment (iOS); nil for FCM, where an app has one service account.
-    public var environment: APNsEnvironment?
+    public var environment: APNSEnvironment?
 
     /// An app's APNs credential in `environment`.
-    public init(app: String, environment: APNsEnvironment) {
+    public init(app: String, environment: APNSEnvironment) {
         self.app = app
         self.platform = .ios
         self.environment = environment

@@ -219,7 +219,7 @@ public struct DeliveryProcessor: Sendable {
         } catch {
             return (await reject(event, error: error, ring: ring), false)
         }
-        let apnsID = APNsID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
+        let apnsID = APNSID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
         let scope = CredentialScope(app: ring.app, device: ring.device)
         let platform = ring.device.platform
         var machine = DeliveryStateMachine(ring: ring, status: status,

@@ -47,8 +47,6 @@ public final class PartitionCoordinator: Sendable {
         var assigning: [Int32: Int] = [:]
         /// Messages waiting for a partition's `assigned` to finish.
         var settled: [Int32: [CheckedContinuation<Void, Never>]] = [:]
-        var storeOffset: (@Sendable (Int32, Int64) throws -> Void)?
-        var pause: (@Sendable (Int32, Bool) -> Void)?
         var generations = 0
     }
 
@@ -74,10 +72,21 @@ public final class PartitionCoordinator: Sendable {
     private let health: WorkerHealth?
     private let metrics: WorkerMetrics?
     private let logger: Logger
+    /// Stores a partition's next offset to commit (the consumer's offset store).
+    private let storeOffset: @Sendable (Int32, Int64) throws -> Void
+    /// Pauses (true) or resumes (false) fetching a partition.
+    private let pause: @Sendable (Int32, Bool) -> Void
 
+    /// - Parameters:
+    ///   - storeOffset: stores a partition's next offset to commit; called under the coordinator's lock,
+    ///     right when a delivery's outcome is durable.
+    ///   - pause: pauses (true) or resumes (false) fetching a partition; called outside the lock.
     public init(dedupe: PartitionDedupe, history: (any StatusHistoryRebuilding)?, drainTimeout: Duration,
+                storeOffset: @escaping @Sendable (Int32, Int64) throws -> Void, pause: @escaping @Sendable (Int32, Bool) -> Void,
                 leftoverBound: Duration = .seconds(20), cancels: CancelSignals? = nil, cancelMemory: Duration = .seconds(600),
                 pauseAfter: Int = 20_000, health: WorkerHealth? = nil, metrics: WorkerMetrics? = nil, logger: Logger) {
+        self.storeOffset = storeOffset
+        self.pause = pause
         self.dedupe = dedupe
         self.history = history
         self.drainTimeout = drainTimeout
@@ -88,16 +97,6 @@ public final class PartitionCoordinator: Sendable {
         self.health = health
         self.metrics = metrics
         self.logger = logger
-    }
-
-    /// Sets how offsets are stored (the consumer, created after the coordinator).
-    public func setOffsetStore(_ store: @escaping @Sendable (Int32, Int64) throws -> Void) {
-        state.withLock { $0.storeOffset = store }
-    }
-
-    /// Sets how a partition's fetching is paused (true) and resumed (false).
-    public func setPauseControl(_ pause: @escaping @Sendable (Int32, Bool) -> Void) {
-        state.withLock { $0.pause = pause }
     }
 
     /// Partitions owned now.
@@ -232,7 +231,7 @@ public final class PartitionCoordinator: Sendable {
             health?.retain(partitions: Set(state.partitions.keys))
             return resumed
         }
-        if !resumed.isEmpty, let pause = state.withLock({ $0.pause }) {
+        if !resumed.isEmpty {
             for partition in resumed { pause(partition, false) }  // librdkafka keeps a pause across re-assignment
         }
         logger.info("partitions revoked", metadata: ["kafka.partitions": "\(partitions.sorted())", "drained": "\(drained)"])
@@ -299,12 +298,12 @@ public final class PartitionCoordinator: Sendable {
         isCurrent: () -> Bool = { true },
         _ work: @escaping @Sendable (DeliveryTicket) async -> DeliveryResult
     ) -> Start {
-        let (start, pauseNow) = state.withLock { state -> (Start, (@Sendable (Int32, Bool) -> Void)?) in
-            if state.assigning[event.partition] != nil { return (.waitForAssignment, nil) }
-            guard let partition = state.partitions[event.partition], !partition.revoking, isCurrent() else { return (.stale, nil) }
+        let (start, pauseNow) = state.withLock { state -> (Start, Bool) in
+            if state.assigning[event.partition] != nil { return (.waitForAssignment, false) }
+            guard let partition = state.partitions[event.partition], !partition.revoking, isCurrent() else { return (.stale, false) }
             // Mutated in place (`partitions[p]!.…`): a copy taken out and written back would copy the
             // in-flight table (hundreds of entries) on every event.
-            guard state.partitions[event.partition]!.tracker.begin(event.offset) else { return (.stale, nil) }
+            guard state.partitions[event.partition]!.tracker.begin(event.offset) else { return (.stale, false) }
             state.partitions[event.partition]!.lastBegun = event.offset
             let ticket = DeliveryTicket(partition: event.partition, offset: event.offset,
                                         generation: state.partitions[event.partition]!.generation)
@@ -315,17 +314,17 @@ public final class PartitionCoordinator: Sendable {
             }
             state.partitions[event.partition]!.inFlight[event.offset] = task
             state.partitions[event.partition]!.waiting.insert(event.offset)
-            var pause: (@Sendable (Int32, Bool) -> Void)?
+            var pauseNow = false
             if !state.partitions[event.partition]!.paused, state.partitions[event.partition]!.tracker.inFlight >= pauseAfter {
                 state.partitions[event.partition]!.paused = true
-                pause = state.pause
+                pauseNow = true
             }
-            return (.started(task), pause)
+            return (.started(task), pauseNow)
         }
-        if let pauseNow {
+        if pauseNow {
             logger.warning("partition paused: too many offsets waiting behind an unfinished delivery",
                            metadata: ["kafka.partition": "\(event.partition)", "kafka.offset": "\(event.offset)"])
-            pauseNow(event.partition, true)
+            pause(event.partition, true)
         }
         return start
     }
@@ -341,13 +340,13 @@ public final class PartitionCoordinator: Sendable {
     }
 
     private func complete(_ ticket: DeliveryTicket, _ result: DeliveryResult) {
-        let resume = state.withLock { state -> (@Sendable (Int32, Bool) -> Void)? in
-            guard state.partitions[ticket.partition]?.generation == ticket.generation else { return nil }
+        let resume = state.withLock { state -> Bool in
+            guard state.partitions[ticket.partition]?.generation == ticket.generation else { return false }
             state.partitions[ticket.partition]!.inFlight[ticket.offset] = nil
             state.partitions[ticket.partition]!.waiting.remove(ticket.offset)
             if case .finished = result, let next = state.partitions[ticket.partition]!.tracker.finish(ticket.offset) {
                 do {
-                    try state.storeOffset?(ticket.partition, next)
+                    try storeOffset(ticket.partition, next)
                 } catch {
                     logger.warning("could not store offset", metadata: [
                         "kafka.partition": "\(ticket.partition)", "kafka.offset": "\(next)", "error": "\(error)",
@@ -355,11 +354,11 @@ public final class PartitionCoordinator: Sendable {
                 }
             }
             guard state.partitions[ticket.partition]!.paused,
-                  state.partitions[ticket.partition]!.tracker.inFlight <= pauseAfter / 2 else { return nil }
+                  state.partitions[ticket.partition]!.tracker.inFlight <= pauseAfter / 2 else { return false }
             state.partitions[ticket.partition]!.paused = false
-            return state.pause
+            return true
         }
-        resume?(ticket.partition, false)
+        if resume { pause(ticket.partition, false) }
     }
 }
 

@@ -13,7 +13,7 @@ public enum PushWorkerApp {
         // A client per platform the apps file has credentials for (an app may have either or both).
         let apns = environment.apps.isEmpty ? nil : try APNSClient(configuration: environment.apns, apps: environment.apps, logger: logger)
         let fcm = environment.fcmApps.isEmpty ? nil : try FCMClient(configuration: environment.fcm, apps: environment.fcmApps, logger: logger)
-        let sender = PlatformPushSender(apns: apns.map(APNsPushSender.init(client:)), fcm: fcm.map(FCMPushSender.init(client:)))
+        let sender = PlatformPushSender(apns: apns.map(APNSPushSender.init(client:)), fcm: fcm.map(FCMPushSender.init(client:)))
         let worker = try PushWorkerService(
             configuration: environment.worker, sender: sender,
             apps: Set(environment.apps.keys.map(\.rawValue)), androidApps: Set(environment.fcmApps.keys.map(\.rawValue)),

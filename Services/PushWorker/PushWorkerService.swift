@@ -5,6 +5,7 @@ import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// A push-worker: one member of the consumer group on `voip.call-requests`.
 ///
@@ -51,11 +52,21 @@ public final class PushWorkerService: Service, Sendable {
         self.producer = producer
         let dedupe = PartitionDedupe(retention: configuration.dedupeWindow, capacity: configuration.dedupeCapacity)
         let cancels = CancelSignals(capacity: configuration.cancelCapacity)
+        let requestsTopic = configuration.requestsTopic
+        // The consumer's rebalance callbacks call the coordinator, so the coordinator is built first;
+        // it stores offsets through `offsets`, which gets the consumer as soon as that exists.
+        let offsets = ConsumerOffsetStore(topic: requestsTopic)
+        // Pauses and resumes are applied in the order asked, by one task (`applyPauses`).
+        let (pauses, pauseRequests) = AsyncStream.makeStream(of: (Int32, Bool).self)
+        (self.pauses, self.pauseRequests) = (pauses, pauseRequests)
         let coordinator = PartitionCoordinator(
             dedupe: dedupe,
             history: history ?? StatusHistoryReader(kafka: configuration.kafka, statusTopic: configuration.statusTopic,
                                                     window: configuration.dedupeWindow, timeout: configuration.rebuildTimeout, logger: logger),
-            drainTimeout: configuration.drainTimeout, leftoverBound: configuration.leftoverBound,
+            drainTimeout: configuration.drainTimeout,
+            storeOffset: { partition, offset in try offsets.store(partition: partition, offset: offset) },
+            pause: { partition, paused in pauseRequests.yield((partition, paused)) },
+            leftoverBound: configuration.leftoverBound,
             cancels: cancels, cancelMemory: configuration.dedupeWindow,
             pauseAfter: configuration.pauseAfterUnstored, health: health, metrics: metrics, logger: logger)
         self.coordinator = coordinator
@@ -71,7 +82,6 @@ public final class PushWorkerService: Service, Sendable {
             cancels: cancels, dedupe: dedupe, ackTokens: ackTokens, logger: logger, metrics: metrics, health: health)
         self.limiter = InFlightLimiter(limit: configuration.maxInFlight)
         self.backlog = InFlightLimiter(limit: configuration.maxInFlight + max(100, configuration.maxInFlight))
-        let requestsTopic = configuration.requestsTopic
         let consumer = try KafkaConsumer(
             configuration: configuration.consumer,
             rebalanceHandler: KafkaRebalanceHandler(
@@ -79,13 +89,7 @@ public final class PushWorkerService: Service, Sendable {
                 onRevoke: { partitions in await coordinator.revoked(partitions.filter { $0.topic == requestsTopic }.map(\.partition)) }),
             logger: logger)
         self.consumer = consumer
-        coordinator.setOffsetStore { partition, offset in
-            try consumer.store(topic: requestsTopic, partition: partition, offset: offset)
-        }
-        // Pauses and resumes are applied in the order asked, by one task (`maintain`).
-        (pauses, pauseRequests) = AsyncStream.makeStream(of: (Int32, Bool).self)
-        let requests = pauseRequests
-        coordinator.setPauseControl { partition, paused in requests.yield((partition, paused)) }
+        offsets.bind(consumer)
     }
 
     /// Partitions this worker owns now.
@@ -235,7 +239,7 @@ public final class PushWorkerService: Service, Sendable {
             metrics.setAssigned(coordinator.owned.count)
             let suspended = processor.credentials.suspended(now: Date())
             for app in processor.settings.iosApps.sorted() {
-                for environment in APNsEnvironment.allCases {
+                for environment in APNSEnvironment.allCases {
                     metrics.setSuspended(app: app, platform: .ios, environment: environment.rawValue,
                                          suspended.contains(CredentialScope(app: app, environment: environment)))
                 }
@@ -254,5 +258,32 @@ public final class PushWorkerService: Service, Sendable {
                 processor.cancels.expire(now: now)
             }
         }
+    }
+}
+
+/// The consumer's offset store, as the partition coordinator uses it. The coordinator is built before
+/// the consumer (whose rebalance callbacks call it, from the poll thread the consumer's initializer
+/// starts), so the consumer is bound here right after it is built. Offsets are stored only for
+/// deliveries of messages `run()` reads, which is later.
+private final class ConsumerOffsetStore: Sendable {
+    /// An offset store before the consumer existed: not stored (the message is delivered again).
+    struct NotBound: Error, CustomStringConvertible {
+        var description: String { "the consumer's offset store was used before the consumer existed" }
+    }
+
+    private let topic: String
+    private let consumer = AtomicLazyReference<KafkaConsumer>()
+
+    init(topic: String) {
+        self.topic = topic
+    }
+
+    func bind(_ consumer: KafkaConsumer) {
+        _ = self.consumer.storeIfNil(consumer)
+    }
+
+    func store(partition: Int32, offset: Int64) throws {
+        guard let consumer = consumer.load() else { throw NotBound() }
+        try consumer.store(topic: topic, partition: partition, offset: offset)
     }
 }

@@ -11,7 +11,7 @@ public struct VoIPPush: Sendable, Hashable {
     /// The push service: APNs (`ios`) or FCM (`android`).
     public var platform: DevicePlatform
     /// iOS: the APNs environment of the token; nil for Android.
-    public var environment: APNsEnvironment?
+    public var environment: APNSEnvironment?
     public var apnsID: String
     /// iOS: `apns-expiration`; Android: `android.ttl` is the time left to it. The ring deadline.
     public var expiration: Date
@@ -25,7 +25,7 @@ public struct VoIPPush: Sendable, Hashable {
     public var deadline: Date
 
     /// An APNs VoIP push to an iPhone.
-    public init(app: String, deviceToken: String, environment: APNsEnvironment, apnsID: String,
+    public init(app: String, deviceToken: String, environment: APNSEnvironment, apnsID: String,
                 expiration: Date, payload: Data, deadline: Date) {
         self.app = app
         self.deviceToken = deviceToken
@@ -87,7 +87,7 @@ public struct PushAttempt: Sendable, Hashable {
     }
 
     /// The status's `apns` (nil for an FCM answer, which goes to `fcm`).
-    var details: CallStatus.APNsDetails? {
+    var details: CallStatus.APNSDetails? {
         guard fcm == nil else { return nil }
         return .init(id: apnsID, uniqueId: uniqueID, status: status, reason: reason, timestamp: timestamp)
     }

@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import SimulatorCommand
 
-/// Command-line options of `apns-simulator`, turned into an ``APNsSimulatorConfiguration`` in one place.
+/// Command-line options of `apns-simulator`, turned into an ``APNSSimulatorConfiguration`` in one place.
 struct SimulatorOptions: ParsableArguments {
     @OptionGroup var common: SimulatorCommonOptions
 
@@ -73,7 +73,7 @@ struct SimulatorOptions: ParsableArguments {
 
     func validate() throws {
         try common.validate()
-        guard APNsEnvironment(rawValue: environment) != nil else {
+        guard APNSEnvironment(rawValue: environment) != nil else {
             throw ValidationError("--environment must be sandbox or production")
         }
         guard (0...65535).contains(port), (0...65535).contains(adminPort) else {
@@ -87,8 +87,8 @@ struct SimulatorOptions: ParsableArguments {
         _ = try makeFaults()
     }
 
-    func makeFaults() throws -> APNsSimulatorFaults {
-        var faults = APNsSimulatorFaults()
+    func makeFaults() throws -> APNSSimulatorFaults {
+        var faults = APNSSimulatorFaults()
         faults.goAwayAfterStreams = goAwayAfter
         faults.goAwayReason = goAwayReason
         faults.dropConnectionAfterStreams = dropAfter
@@ -117,19 +117,19 @@ struct SimulatorOptions: ParsableArguments {
         for token in noResponseTokens { faults.tokenOutcomes[token] = .noResponse }
         do {
             try faults.validate()
-        } catch let error as APNsSimulatorError {
+        } catch let error as APNSSimulatorError {
             throw ValidationError(error.message)
         }
         return faults
     }
 
-    func makeConfiguration() throws -> APNsSimulatorConfiguration {
-        var configuration = APNsSimulatorConfiguration()
+    func makeConfiguration() throws -> APNSSimulatorConfiguration {
+        var configuration = APNSSimulatorConfiguration()
         configuration.host = common.host
         configuration.port = port
         configuration.adminPort = common.noAdmin ? nil : adminPort
         if let cert = common.cert, let key = common.key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
-        configuration.environment = APNsEnvironment(rawValue: environment) ?? .sandbox
+        configuration.environment = APNSEnvironment(rawValue: environment) ?? .sandbox
         configuration.allowUnauthenticated = allowUnauthenticated
         configuration.requireClientCertificate = requireClientCertificate
         if let clientCA { configuration.trustedClientCAPEM = try readFile(clientCA, option: "--client-ca") }

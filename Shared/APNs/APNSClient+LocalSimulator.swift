@@ -9,8 +9,8 @@ extension APNSClientConfiguration {
     /// verification stays on. Everything else keeps its default; adjust the returned value as needed.
     ///
     /// - Parameters:
-    ///   - port: the simulator's HTTP/2 port (`APNsSimulator.port`).
-    ///   - caCertificatePEM: the CA to trust (`APNsSimulator.caCertificatePEM`).
+    ///   - port: the simulator's HTTP/2 port (`APNSSimulator.port`).
+    ///   - caCertificatePEM: the CA to trust (`APNSSimulator.caCertificatePEM`).
     ///   - host: `127.0.0.1` by default (the simulator's certificate also names `localhost` and `::1`).
     public static func localSimulator(port: Int, caCertificatePEM: String, host: String = "127.0.0.1") -> APNSClientConfiguration {
         var configuration = APNSClientConfiguration()

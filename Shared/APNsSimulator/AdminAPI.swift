@@ -36,11 +36,11 @@ struct AdminAPI: Sendable {
         case ("GET", "/admin/faults"):
             return encode(core.faults)
         case ("PUT", "/admin/faults"):
-            let faults: APNsSimulatorFaults
+            let faults: APNSSimulatorFaults
             do {
-                faults = try AdminJSON.decoder.decode(APNsSimulatorFaults.self, from: Data(body))
+                faults = try AdminJSON.decoder.decode(APNSSimulatorFaults.self, from: Data(body))
                 try faults.validate()
-            } catch let error as APNsSimulatorError {
+            } catch let error as APNSSimulatorError {
                 return .error(400, error.message)
             } catch {
                 return .error(400, "faults JSON not understood: \(error)")

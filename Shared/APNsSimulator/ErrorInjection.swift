@@ -55,10 +55,10 @@ public struct ErrorInjection: Sendable, Codable, Equatable {
 
     func validate() throws {
         guard (400...599).contains(status) else {
-            throw APNsSimulatorError.invalidFaults("errorRate.status must be an error status (400...599)")
+            throw APNSSimulatorError.invalidFaults("errorRate.status must be an error status (400...599)")
         }
         guard probability.isFinite, (0...1).contains(probability) else {
-            throw APNsSimulatorError.invalidFaults("errorRate.probability must be in 0...1")
+            throw APNSSimulatorError.invalidFaults("errorRate.probability must be in 0...1")
         }
     }
 }

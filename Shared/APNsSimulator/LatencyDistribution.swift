@@ -68,7 +68,7 @@ public struct LatencyDistribution: Sendable, Codable, Equatable {
             minimumMilliseconds >= 0, maximumMilliseconds >= minimumMilliseconds || shape == .fixed,
             max(minimumMilliseconds, maximumMilliseconds) <= 600_000
         else {
-            throw APNsSimulatorError.invalidFaults("latency must satisfy 0 <= minimum <= maximum <= 600000 ms")
+            throw APNSSimulatorError.invalidFaults("latency must satisfy 0 <= minimum <= maximum <= 600000 ms")
         }
     }
 }

@@ -15,9 +15,9 @@ struct ProviderToken: Sendable, Equatable {
     /// checks happen later against shared state).
     static func verify(
         authorization: Substring,
-        keys: [String: APNsSimulatorConfiguration.TokenKey]
-    ) -> Result<ProviderToken, APNsReason> {
-        let invalid = Result<ProviderToken, APNsReason>.failure(.invalidProviderToken)
+        keys: [String: APNSSimulatorConfiguration.TokenKey]
+    ) -> Result<ProviderToken, APNSReason> {
+        let invalid = Result<ProviderToken, APNSReason>.failure(.invalidProviderToken)
         guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else { return invalid }
         let jwt = authorization.dropFirst(7).drop(while: { $0 == " " })
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)

@@ -58,7 +58,7 @@ struct StoredPush: Sendable {
 }
 
 /// Counters of a running simulator (`GET /admin/stats`).
-public struct APNsSimulatorStats: Sendable, Codable, Equatable {
+public struct APNSSimulatorStats: Sendable, Codable, Equatable {
     /// Pushes answered 200.
     public var accepted: Int = 0
     /// Non-200 answers by reason.

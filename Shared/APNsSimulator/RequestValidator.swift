@@ -79,13 +79,13 @@ enum RequestValidator {
     ]
 
     /// The `apns-id` to answer with: the request's if it is a UUID, else nil (the caller generates one).
-    static func requestAPNsID(_ head: PushRequestHead) -> String? {
+    static func requestAPNSID(_ head: PushRequestHead) -> String? {
         guard let id = head.apnsID, isUUID(id) else { return nil }
         return id
     }
 
     /// Method, path, token format and duplicate headers.
-    static func route(_ head: PushRequestHead) -> Result<RoutedPush, APNsReason> {
+    static func route(_ head: PushRequestHead) -> Result<RoutedPush, APNSReason> {
         guard head.method == "POST" else { return .failure(.methodNotAllowed) }
         guard let path = head.path else { return .failure(.badPath) }
         let prefix = "/3/device".utf8
@@ -109,7 +109,7 @@ enum RequestValidator {
     }
 
     /// Header values and payload. `topicRequired` is true with token authentication; `apnsIDIsValid` is
-    /// whether the request's `apns-id` (if any) is a UUID (``requestAPNsID(_:)`` checked it already).
+    /// whether the request's `apns-id` (if any) is a UUID (``requestAPNSID(_:)`` checked it already).
     static func validate(
         _ head: PushRequestHead,
         routed: RoutedPush,
@@ -117,7 +117,7 @@ enum RequestValidator {
         apnsIDIsValid: Bool,
         body: ByteBuffer?,
         bodyLength: Int
-    ) -> Result<ValidatedPush, APNsReason> {
+    ) -> Result<ValidatedPush, APNSReason> {
         let topic = head.topic
         let pushType = head.pushType
         if topicRequired && (topic?.isEmpty ?? true) { return .failure(.missingTopic) }
@@ -140,8 +140,8 @@ enum RequestValidator {
         {
             return .failure(.badExpirationDate)
         }
-        if head.apnsID != nil, !apnsIDIsValid { return .failure(.badMessageId) }
-        if let collapse = head.collapseID, collapse.utf8.count > 64 { return .failure(.badCollapseId) }
+        if head.apnsID != nil, !apnsIDIsValid { return .failure(.badMessageID) }
+        if let collapse = head.collapseID, collapse.utf8.count > 64 { return .failure(.badCollapseID) }
         if bodyLength == 0 { return .failure(.payloadEmpty) }
         let limit = pushType == "voip" ? voipPayloadLimit : payloadLimit
         if bodyLength > limit { return .failure(.payloadTooLarge) }

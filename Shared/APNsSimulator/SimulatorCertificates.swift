@@ -9,7 +9,7 @@ struct SimulatorCertificates {
     var caCertificatePEM: String
 
     /// Loads PEM files or generates a fresh CA plus a server certificate signed by it.
-    static func make(_ tls: APNsSimulatorConfiguration.TLS) throws -> SimulatorCertificates {
+    static func make(_ tls: APNSSimulatorConfiguration.TLS) throws -> SimulatorCertificates {
         let identity: SimulatorTLSIdentity
         do {
             switch tls {
@@ -19,7 +19,7 @@ struct SimulatorCertificates {
                 identity = try .files(chainPath: chainPath, keyPath: keyPath)
             }
         } catch {
-            throw APNsSimulatorError.invalidConfiguration(error.message)
+            throw APNSSimulatorError.invalidConfiguration(error.message)
         }
         return SimulatorCertificates(chain: identity.chain, privateKey: identity.privateKey, caCertificatePEM: identity.caCertificatePEM)
     }

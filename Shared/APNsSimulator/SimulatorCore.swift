@@ -8,15 +8,15 @@ import Synchronization
 struct ConnectionHandle: Sendable {
     let id: Int
     let channel: any Channel
-    let handler: NIOLoopBound<APNsConnectionHandler>
+    let handler: NIOLoopBound<SimulatorConnectionHandler>
 }
 
 /// What every connection of one simulator shares: immutable settings plus the state behind a lock.
 final class SimulatorCore: Sendable {
     let state: Locked<SimulatorState>
-    let keys: [String: APNsSimulatorConfiguration.TokenKey]
-    let environment: APNsEnvironment
-    let clock: APNsSimulatorClock
+    let keys: [String: APNSSimulatorConfiguration.TokenKey]
+    let environment: APNSEnvironment
+    let clock: APNSSimulatorClock
     let allowUnauthenticated: Bool
     let baseMaxConcurrentStreams: Int
     let rampUpConcurrentStreams: Bool
@@ -24,7 +24,7 @@ final class SimulatorCore: Sendable {
     /// Bumped after every change of the faults, so connections re-read them only then (not under the lock per push).
     let faultsVersion = Atomic<Int>(0)
 
-    init(configuration: APNsSimulatorConfiguration, logger: Logger) {
+    init(configuration: APNSSimulatorConfiguration, logger: Logger) {
         self.state = Locked(
             SimulatorState(faults: configuration.faults, maxRecordedPushes: configuration.maxRecordedPushes)
         )
@@ -37,17 +37,17 @@ final class SimulatorCore: Sendable {
         self.logger = logger
     }
 
-    var faults: APNsSimulatorFaults {
+    var faults: APNSSimulatorFaults {
         state.withLock { $0.faults }
     }
 
     /// The `MAX_CONCURRENT_STREAMS` connections should announce once authenticated.
-    func maxConcurrentStreams(_ faults: APNsSimulatorFaults) -> Int {
+    func maxConcurrentStreams(_ faults: APNSSimulatorFaults) -> Int {
         faults.maxConcurrentStreams ?? baseMaxConcurrentStreams
     }
 
     /// Replaces the faults and tells open connections about a changed stream limit or responsiveness.
-    func setFaults(_ faults: APNsSimulatorFaults) {
+    func setFaults(_ faults: APNSSimulatorFaults) {
         let normalized = faults.normalized
         let (limitChanged, responsivenessChanged, handles) = state.withLock { state in
             let limitChanged = state.faults.maxConcurrentStreams != normalized.maxConcurrentStreams
@@ -76,7 +76,7 @@ final class SimulatorCore: Sendable {
         state.withLock { $0.reject(reason) }
     }
 
-    func count(_ update: (inout APNsSimulatorStats) -> Void) {
+    func count(_ update: (inout APNSSimulatorStats) -> Void) {
         state.withLock { update(&$0.stats) }
     }
 }

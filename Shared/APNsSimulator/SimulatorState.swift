@@ -10,15 +10,15 @@ struct SimulatorState {
         var previousIssuedAt: Int64?
     }
 
-    var faults: APNsSimulatorFaults
+    var faults: APNSSimulatorFaults
     var pushes: RingBuffer<StoredPush>
-    var stats = APNsSimulatorStats()
+    var stats = APNSSimulatorStats()
     var keyTokens: [String: KeyTokenState] = [:]
     var nextConnectionID = 1
     var connections: [Int: ConnectionHandle] = [:]
     var stopped = false
 
-    init(faults: APNsSimulatorFaults, maxRecordedPushes: Int) {
+    init(faults: APNSSimulatorFaults, maxRecordedPushes: Int) {
         self.faults = faults.normalized
         self.pushes = RingBuffer(capacity: maxRecordedPushes)
     }
@@ -27,7 +27,7 @@ struct SimulatorState {
     /// that connection's previous update; the current and the previous token stay usable. Tracked per
     /// connection, so several provider processes sharing one key — each with its own token, as
     /// horizontally scaled workers have — are accepted, as APNs accepts them.
-    mutating func checkTokenUpdate(_ token: ProviderToken, connection: Int, now: Date) -> APNsReason? {
+    mutating func checkTokenUpdate(_ token: ProviderToken, connection: Int, now: Date) -> APNSReason? {
         let key = "\(connection)/\(token.keyID)"
         guard var state = keyTokens[key] else {
             keyTokens[key] = KeyTokenState(currentIssuedAt: token.issuedAt, acceptedAt: now)
@@ -68,7 +68,7 @@ struct SimulatorState {
         stats.connectionsOpen = connections.count
     }
 
-    var currentStats: APNsSimulatorStats {
+    var currentStats: APNSSimulatorStats {
         var copy = stats
         copy.recorded = pushes.count
         copy.connectionsOpen = connections.count

@@ -37,7 +37,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
     }
 
     /// What APNs answered to the attempt this status reports.
-    public struct APNsDetails: Sendable, Hashable, Codable {
+    public struct APNSDetails: Sendable, Hashable, Codable {
         /// `apns-id` of the request.
         public var id: String?
         /// `apns-unique-id` (sandbox only).
@@ -130,7 +130,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
     public var replay: Int
     public var at: Date
     /// What APNs answered (iOS devices).
-    public var apns: APNsDetails?
+    public var apns: APNSDetails?
     /// What FCM answered (Android devices); absent from statuses of iOS devices.
     public var fcm: FCMDetails?
     public var error: ErrorInfo?
@@ -145,7 +145,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
 
     public init(
         callId: String, deviceId: String? = nil, deviceKey: String? = nil, app: String? = nil,
-        state: State, attempt: Int = 0, replay: Int = 0, at: Date, apns: APNsDetails? = nil,
+        state: State, attempt: Int = 0, replay: Int = 0, at: Date, apns: APNSDetails? = nil,
         fcm: FCMDetails? = nil, error: ErrorInfo? = nil, worker: String, tenant: String? = nil
     ) {
         self.callId = callId
@@ -177,7 +177,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
         self.attempt = try c.optionalInt(.attempt, in: 0...1_000_000) ?? 0
         self.replay = try c.optionalInt(.replay, in: RingRequest.Limits.replay) ?? 0
         self.at = try c.requiredTimestamp(.at)
-        self.apns = try c.decodeIfPresent(APNsDetails.self, forKey: .apns)
+        self.apns = try c.decodeIfPresent(APNSDetails.self, forKey: .apns)
         self.fcm = try c.decodeIfPresent(FCMDetails.self, forKey: .fcm)
         self.error = try c.decodeIfPresent(ErrorInfo.self, forKey: .error)
         self.worker = try c.optionalString(.worker, maxBytes: 256, allowEmpty: true) ?? ""

@@ -1,11 +1,5 @@
 import Foundation
 
-/// The APNs environment a device token belongs to. Tokens from a debug build are `sandbox` tokens.
-public enum APNsEnvironment: String, Sendable, Hashable, Codable, CaseIterable {
-    case production
-    case sandbox
-}
-
 /// Which push service rings a device: APNs (PushKit VoIP pushes to iPhones) or FCM (high-priority
 /// data messages to Android phones).
 public enum DevicePlatform: String, Sendable, Hashable, Codable, CaseIterable {
@@ -23,7 +17,7 @@ public struct Device: Sendable, Hashable, Codable {
     /// token, verbatim (case matters).
     public var token: String
     /// The APNs environment of an iOS device's token; nil for Android devices.
-    public var environment: APNsEnvironment?
+    public var environment: APNSEnvironment?
     /// The backend's own id for this device (optional, echoed in statuses as `deviceId`).
     public var id: String?
     /// The push service that rings the device (default `ios`).
@@ -37,7 +31,7 @@ public struct Device: Sendable, Hashable, Codable {
     public static let fcmTokenMaxBytes = 256
 
     /// An iOS device.
-    public init(token: String, environment: APNsEnvironment, id: String? = nil) {
+    public init(token: String, environment: APNSEnvironment, id: String? = nil) {
         self.token = token.lowercased()
         self.environment = environment
         self.id = id
@@ -61,7 +55,7 @@ public struct Device: Sendable, Hashable, Codable {
         if let problem = Device.tokenProblem(token, platform: platform) { throw c.invalid(.token, problem) }
         switch platform {
         case .ios:
-            let environment = try c.requiredEnum(APNsEnvironment.self, .environment)
+            let environment = try c.requiredEnum(APNSEnvironment.self, .environment)
             self.init(token: token, environment: environment, id: try c.optionalString(.id, maxBytes: 128))
         case .android:
             if c.contains(.environment), try !c.decodeNil(forKey: .environment) {
@@ -88,7 +82,7 @@ public struct Device: Sendable, Hashable, Codable {
         if let id, id.isEmpty || id.utf8.count > 128 { return nil }
         switch kind {
         case .ios:
-            guard let environment, let value = APNsEnvironment(rawValue: environment) else { return nil }
+            guard let environment, let value = APNSEnvironment(rawValue: environment) else { return nil }
             return Device(token: token, environment: value, id: id)
         case .android:
             guard environment == nil else { return nil }

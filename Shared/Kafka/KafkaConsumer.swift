@@ -1,4 +1,3 @@
-import CRdKafka
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -39,7 +38,7 @@ public final class KafkaConsumer: Service, Sendable {
     /// Set when an assign handler returned after the poll thread stopped waiting for it: the
     /// poll thread then resumes that handler's partitions.
     let pauseSyncRequested = Atomic<Bool>(false)
-    private let consumerQueue: UncheckedHandle?
+    private let consumerQueue: RDKafkaQueue?
     private let stopRequested = Atomic<Bool>(false)
     private let shutdownStarted = Atomic<Bool>(false)
     private let pollThreadExit = OneShotSignal()
@@ -61,24 +60,17 @@ public final class KafkaConsumer: Service, Sendable {
         self.configuration = configuration
         self.rebalanceHandler = rebalanceHandler
         self.logger = logger
-        let client = try RDKafkaClient.create(
-            type: RD_KAFKA_CONSUMER,
-            properties: configuration.librdkafkaProperties,
-            logger: logger,
-            delegate: nil
-        )
+        let client = try RDKafkaClient.consumer(properties: configuration.librdkafkaProperties, logger: logger)
         self.client = client
-        rd_kafka_poll_set_consumer(client.handle)
-        self.consumerQueue = rd_kafka_queue_get_consumer(client.handle).map(UncheckedHandle.init)
+        let consumerQueue = client.takeConsumerQueue()
+        self.consumerQueue = consumerQueue
         if case .group(_, let topics) = configuration.mode {
-            let list = RDKafkaTopicPartitionList(capacity: topics.count)
-            for topic in topics { list.add(topic: topic, partition: RD_KAFKA_PARTITION_UA) }
-            let err = rd_kafka_subscribe(client.handle, list.pointer)
-            if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                if let queue = consumerQueue { rd_kafka_queue_destroy(queue.pointer) }
-                let handle = UncheckedHandle(client.handle)
-                Thread { rd_kafka_destroy(handle.pointer) }.start()  // blocking: off the caller's thread
-                throw KafkaError(rdKafka: err, context: "subscribe to \(topics)")
+            do {
+                try client.subscribe(topics: topics)
+            } catch {
+                consumerQueue?.destroy()
+                client.destroyInBackground()
+                throw error
             }
         }
         client.context.delegate = self
@@ -125,10 +117,10 @@ public final class KafkaConsumer: Service, Sendable {
         wakePollThread()
         if await pollThreadExit.wait(timeout: configuration.closeTimeout) {
             await handleGuard.closeAndWait()
-            if let queue = consumerQueue { rd_kafka_queue_destroy(queue.pointer) }
+            consumerQueue?.destroy()
             await client.destroy(deadline: configuration.closeTimeout, name: "kafka-consumer")
         } else {
-            // The poll thread is still inside rd_kafka_consumer_close: the handle cannot be destroyed.
+            // The poll thread is still inside `closeConsumer()`: the handle cannot be destroyed.
             logger.error("kafka consumer close did not finish in time; abandoning the client")
         }
         shutdownDone.finish()
@@ -136,14 +128,13 @@ public final class KafkaConsumer: Service, Sendable {
     }
 
     func wakePollThread() {
-        if let queue = consumerQueue { rd_kafka_queue_yield(queue.pointer) }
+        consumerQueue?.yield()
     }
 
-    /// The poll thread: collects messages with `rd_kafka_consumer_poll` (which also serves
+    /// The poll thread: collects messages with `pollConsumer` (librdkafka's consumer poll, which also serves
     /// rebalances, logs and errors), hands batches to the buffer, applies commands and
     /// back-pressure; at the end closes the consumer on this same thread.
     private func pollLoop() {
-        let handle = client.handle
         // Batches of at most a quarter of the buffer bound: the buffer stays below 1.5× its bound
         // (one batch collected as it fills, one handed back by an iterator that stopped early).
         let batchLimit = min(Self.batchLimit, max(1, configuration.maxBufferedMessages / 4))
@@ -157,17 +148,17 @@ public final class KafkaConsumer: Service, Sendable {
             var timeout: Int32 = 100
             var drained = false
             while pollContext.pending.count < batchLimit {
-                guard let message = rd_kafka_consumer_poll(handle, timeout) else {
+                guard let message = client.pollConsumer(timeoutMilliseconds: timeout) else {
                     drained = timeout == 0
                     break
                 }
                 timeout = 0
-                if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    pollContext.pending.append(pollContext.makeMessage(message))
+                if let error = message.consumeError {
+                    handleConsumeError(error)
                 } else {
-                    handleConsumeError(message.pointee.err, message)
+                    pollContext.pending.append(pollContext.makeMessage(message.pointer))
                 }
-                rd_kafka_message_destroy(message)
+                message.destroy()
             }
             pollContext.polledSinceWake += pollContext.pending.count
             flushPending()
@@ -181,9 +172,8 @@ public final class KafkaConsumer: Service, Sendable {
         }
         for waiter in waiters { waiter.resume(returning: nil) }
         if !client.context.fatalErrorIsSet {
-            let err = rd_kafka_consumer_close(handle)
-            if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-                logger.warning("kafka consumer close failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
+            if let error = client.closeConsumer() {
+                logger.warning("kafka consumer close failed", metadata: ["kafka.error": "\(error)"])
             }
         }
         failCommands()
@@ -201,7 +191,7 @@ public final class KafkaConsumer: Service, Sendable {
     /// the public API does not expose).
     private func wakeFetchersIfThrottled(threshold: Int, drained: Bool) {
         guard let queue = consumerQueue else { return }
-        let queued = rd_kafka_queue_length(queue.pointer)
+        let queued = queue.length
         if queued >= threshold {
             pollContext.fetchQueueWasFull = true
             return
@@ -239,10 +229,10 @@ public final class KafkaConsumer: Service, Sendable {
         pollContext.pendingEpoch = epochNow
     }
 
-    private func handleConsumeError(_ err: rd_kafka_resp_err_t, _ message: UnsafeMutablePointer<rd_kafka_message_t>) {
-        if err == RD_KAFKA_RESP_ERR__PARTITION_EOF { return }
-        if err == RD_KAFKA_RESP_ERR__FATAL || client.fatalError != nil {
-            let fatal = client.fatalError ?? KafkaError(rdKafka: err, isFatal: true)
+    private func handleConsumeError(_ error: RDKafkaConsumeError) {
+        if error.isPartitionEOF { return }
+        if error.isFatal || client.fatalError != nil {
+            let fatal = client.fatalError ?? error.fatalError
             logger.critical("kafka consumer fatal error", metadata: ["kafka.error": "\(fatal)"])
             let waiters = state.withLock { state in
                 defer { epochMirror.store(state.epoch, ordering: .releasing) }
@@ -254,10 +244,9 @@ public final class KafkaConsumer: Service, Sendable {
             client.context.stopSignal.finish()
             return
         }
-        let text = rd_kafka_message_errstr(message).map { String(cString: $0) } ?? ""
         logger.warning(
             "kafka consume error",
-            metadata: ["kafka.error.code": "\(String(cString: rd_kafka_err2name(err)))", "kafka.error.reason": "\(text)"]
+            metadata: ["kafka.error.code": "\(error.name)", "kafka.error.reason": "\(error.reason)"]
         )
     }
 }

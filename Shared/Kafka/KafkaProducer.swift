@@ -18,7 +18,7 @@ import Locking
 ///   new one fails again at once. Records caught in it fail with disposition
 ///   ``KafkaError/Disposition/fatal``: send them again. ``clientReplacements`` counts replacements.
 ///
-/// Delivery reports are served by a dedicated thread per client that blocks in `rd_kafka_poll`
+/// Delivery reports are served by a dedicated thread per client that blocks in librdkafka's poll
 /// (started by the initializer). Run the producer as a `Service` (its `run()` ends with a
 /// flush bounded by ``KafkaProducerConfiguration/flushTimeout``, then destroy) or call
 /// ``shutdown()``.

@@ -8,7 +8,7 @@ import FoundationNetworking
 
 @Suite("Admin HTTP API")
 struct AdminAPITests {
-    private func call(_ simulator: APNsSimulator, _ method: String, _ path: String, body: String? = nil) async throws -> (Int, Data) {
+    private func call(_ simulator: APNSSimulator, _ method: String, _ path: String, body: String? = nil) async throws -> (Int, Data) {
         let port = try #require(simulator.adminPort)
         var request = URLRequest(url: try #require(URL(string: "http://127.0.0.1:\(port)\(path)")))
         request.httpMethod = method

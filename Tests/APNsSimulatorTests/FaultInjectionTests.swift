@@ -14,7 +14,7 @@ struct FaultInjectionTests {
     @Test("GOAWAY after N streams: N answered, last-stream-id is the Nth stream, later streams not processed")
     func goAwayAfterStreams() async throws {
         let signer = TestSupport.Signer()
-        let faults = APNsSimulatorFaults(goAwayAfterStreams: 2, goAwayReason: "Shutdown")
+        let faults = APNSSimulatorFaults(goAwayAfterStreams: 2, goAwayReason: "Shutdown")
         try await TestSupport.withSimulator(signer: signer, configure: { $0.faults = faults }) { simulator async throws in
             try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer).status == 200)
@@ -49,7 +49,7 @@ struct FaultInjectionTests {
             }
             #expect(simulator.pushes().isEmpty)
             #expect(simulator.stats().connectionsRejected == 2)
-            simulator.setFaults(APNsSimulatorFaults())
+            simulator.setFaults(APNSSimulatorFaults())
             try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer).status == 200)
             }
@@ -64,7 +64,7 @@ struct FaultInjectionTests {
                 for _ in 0..<3 {
                     await #expect(throws: (any Error).self) { try await push(client, signer) }
                 }
-                simulator.setFaults(APNsSimulatorFaults())
+                simulator.setFaults(APNSSimulatorFaults())
                 #expect(try await push(client, signer).status == 200)
             }
             #expect(simulator.stats().streamsRefused == 3)
@@ -94,7 +94,7 @@ struct FaultInjectionTests {
         let unregistered = String(repeating: "0f", count: 32)
         let bad = String(repeating: "1e", count: 32)
         try await TestSupport.withSimulator(signer: signer) { simulator async throws in
-            simulator.setFaults(APNsSimulatorFaults(tokenOutcomes: [
+            simulator.setFaults(APNSSimulatorFaults(tokenOutcomes: [
                 unregistered.uppercased(): .unregistered(timestamp: since), bad: .badDeviceToken,
             ]))
             try await TestSupport.withClient(simulator) { client async throws in
@@ -116,14 +116,14 @@ struct FaultInjectionTests {
     func errorRate() async throws {
         let signer = TestSupport.Signer()
         try await TestSupport.withSimulator(signer: signer) { simulator async throws in
-            simulator.setFaults(APNsSimulatorFaults(errorRate: ErrorInjection(status: 503, probability: 1)))
+            simulator.setFaults(APNSSimulatorFaults(errorRate: ErrorInjection(status: 503, probability: 1)))
             try await TestSupport.withClient(simulator) { client async throws in
                 for _ in 0..<5 {
                     let response = try await push(client, signer)
                     #expect(response.status == 503)
                     #expect(response.reason == "ServiceUnavailable")
                 }
-                simulator.setFaults(APNsSimulatorFaults(
+                simulator.setFaults(APNSSimulatorFaults(
                     errorRate: ErrorInjection(status: 500, probability: 1, endsAt: Date().addingTimeInterval(-1))
                 ))
                 #expect(try await push(client, signer).status == 200)
@@ -157,7 +157,7 @@ struct FaultInjectionTests {
                     )
                 }
                 #expect(try await push(client, signer).status == 200)
-                simulator.setFaults(APNsSimulatorFaults(noResponse: true))
+                simulator.setFaults(APNSSimulatorFaults(noResponse: true))
                 await #expect(throws: (any Error).self) {
                     try await client.send(
                         path: TestSupport.path(), headers: TestSupport.voipHeaders(jwt: signer.jwt()),
@@ -176,7 +176,7 @@ struct FaultInjectionTests {
             try await TestSupport.withClient(simulator) { client async throws in
                 #expect(try await push(client, signer).status == 200)
                 #expect(client.maxConcurrentStreams == 1000)
-                simulator.setFaults(APNsSimulatorFaults(maxConcurrentStreams: 7))
+                simulator.setFaults(APNSSimulatorFaults(maxConcurrentStreams: 7))
                 #expect(try await push(client, signer).status == 200)
                 #expect(client.maxConcurrentStreams == 7)
             }

@@ -31,7 +31,7 @@ enum TestSupport {
         /// Like real clients, one token (one `iat`) is reused unless a test asks for another.
         let issuedAt = Date()
 
-        var tokenKey: APNsSimulatorConfiguration.TokenKey {
+        var tokenKey: APNSSimulatorConfiguration.TokenKey {
             .init(teamID: teamID, keyID: keyID, publicKey: key.publicKey)
         }
 
@@ -71,13 +71,13 @@ enum TestSupport {
     /// Starts a simulator on ephemeral ports, runs `body`, always stops it.
     static func withSimulator<T>(
         signer: Signer? = nil,
-        configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
-        _ body: (APNsSimulator) async throws -> T
+        configure: (inout APNSSimulatorConfiguration) -> Void = { _ in },
+        _ body: (APNSSimulator) async throws -> T
     ) async throws -> T {
-        var configuration = APNsSimulatorConfiguration()
+        var configuration = APNSSimulatorConfiguration()
         if let signer { configuration.tokenKeys = [signer.tokenKey] }
         configure(&configuration)
-        let simulator = APNsSimulator(configuration: configuration, logger: logger)
+        let simulator = APNSSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
         do {
             let result = try await body(simulator)
@@ -90,7 +90,7 @@ enum TestSupport {
     }
 
     /// Connects the raw test client and closes it after `body`.
-    static func withClient<T>(_ simulator: APNsSimulator, _ body: (H2TestClient) async throws -> T) async throws -> T {
+    static func withClient<T>(_ simulator: APNSSimulator, _ body: (H2TestClient) async throws -> T) async throws -> T {
         let client = try await H2TestClient.connect(port: simulator.port, caPEM: simulator.caCertificatePEM)
         do {
             let result = try await body(client)
@@ -117,7 +117,7 @@ final class ManualClock: Sendable {
         current.withLock { $0 = $0.addingTimeInterval(seconds) }
     }
 
-    var simulatorClock: APNsSimulatorClock {
-        APNsSimulatorClock(now: { self.now })
+    var simulatorClock: APNSSimulatorClock {
+        APNSSimulatorClock(now: { self.now })
     }
 }

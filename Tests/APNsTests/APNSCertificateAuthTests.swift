@@ -6,7 +6,7 @@ import Testing
 
 /// Certificate auth (PKCS#12 and PEM). Client certificates are made with the `openssl` CLI (serverAuth-only
 /// certificates cannot authenticate a client), so these tests need `openssl` on PATH.
-extension APNsIntegration {
+extension APNSIntegration {
     @Suite struct APNSCertificateAuthTests {
         struct ClientIdentity {
             let directory: String
@@ -53,11 +53,11 @@ extension APNsIntegration {
             let fromP12 = try APNSClientCertificate.pkcs12(path: identity.pkcs12Path, password: "s3cret")
             let fromPEM = try APNSClientCertificate.pem(certificatePath: identity.certificatePath, privateKeyPath: identity.keyPath)
 
-            var simulatorConfiguration = APNsSimulatorConfiguration()
+            var simulatorConfiguration = APNSSimulatorConfiguration()
             simulatorConfiguration.adminPort = nil
             simulatorConfiguration.trustedClientCAPEM = identity.caPEM
             simulatorConfiguration.requireClientCertificate = true
-            let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: SimulatorFixture.logger)
+            let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: SimulatorFixture.logger)
             try await simulator.start()
             var configuration = APNSClientConfiguration()
             configuration.sandboxEndpoint = APNSEndpoint(host: "127.0.0.1", port: simulator.port)

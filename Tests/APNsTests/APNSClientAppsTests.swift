@@ -8,14 +8,14 @@ import Testing
 
 @testable import APNs
 
-extension APNsIntegration {
+extension APNSIntegration {
     @Suite struct APNSClientAppsTests {
-        static func startSimulator(environment: APNsEnvironment, keys: [APNsSimulatorConfiguration.TokenKey]) async throws -> APNsSimulator {
-            var configuration = APNsSimulatorConfiguration()
+        static func startSimulator(environment: APNSEnvironment, keys: [APNSSimulatorConfiguration.TokenKey]) async throws -> APNSSimulator {
+            var configuration = APNSSimulatorConfiguration()
             configuration.adminPort = nil
             configuration.environment = environment
             configuration.tokenKeys = keys
-            let simulator = APNsSimulator(configuration: configuration, logger: SimulatorFixture.logger)
+            let simulator = APNSSimulator(configuration: configuration, logger: SimulatorFixture.logger)
             try await simulator.start()
             return simulator
         }

@@ -6,7 +6,7 @@ import Testing
 
 @testable import APNs
 
-extension APNsIntegration {
+extension APNSIntegration {
     @Suite struct APNSClientIntegrationTests {
         @Test func sendsAVoIPPushWithTheRightRequest() async throws {
             try await SimulatorFixture.run { fixture in

@@ -7,7 +7,7 @@ import Testing
 
 @testable import APNs
 
-extension APNsIntegration {
+extension APNSIntegration {
     /// PING health checks and reconnect backoff against real sockets.
     @Suite struct APNSConnectionHealthTests {
         @Test func unansweredPingsCloseTheConnectionAndPushesStillComplete() async throws {
@@ -50,7 +50,7 @@ extension APNsIntegration {
         @Test func reconnectsToARefusingPortWithBackoffInsteadOfALoop() async throws {
             let port = try await Self.refusingPort()
             let key = P256.Signing.PrivateKey()
-            let caOnly = APNsSimulator(configuration: APNsSimulatorConfiguration(), logger: SimulatorFixture.logger)
+            let caOnly = APNSSimulator(configuration: APNSSimulatorConfiguration(), logger: SimulatorFixture.logger)
             let client = try APNSClient.localSimulator(
                 port: port, caCertificatePEM: caOnly.caCertificatePEM,
                 apps: ["rider": APNSApp(bundleID: "com.example.rider", credentials: .token(try APNSSigningKey(privateKey: key, keyID: "KEY1234567", teamID: "TEAM123456")))],

@@ -5,7 +5,7 @@ import Testing
 
 @testable import APNs
 
-extension APNsIntegration {
+extension APNSIntegration {
     /// APNs closing connections with a reason (GOAWAY debug data) or answering `IdleTimeout`.
     @Suite struct APNSConnectionRefusalTests {
         @Test func aConnectionTurnedAwayWithAReasonEndsPushesWithThatReasonAndReconnectsBackOff() async throws {

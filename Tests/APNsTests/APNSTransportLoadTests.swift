@@ -8,7 +8,7 @@ import Testing
 
 @testable import APNs
 
-extension APNsIntegration {
+extension APNSIntegration {
     /// The transport under load without faults: what push-worker relies on to ring each phone exactly once.
     @Suite struct APNSTransportLoadTests {
         /// Sends `count` pushes at once through one client and returns their outcomes.
@@ -89,7 +89,7 @@ extension APNsIntegration {
                 _ = await fixture.client.send(fixture.push(token: 9_999))  // connection up, limit 1000 learned
                 async let first = Self.sendAtOnce(fixture, count: 60)
                 try await Task.sleep(for: .milliseconds(30))
-                var faults = APNsSimulatorFaults()
+                var faults = APNSSimulatorFaults()
                 faults.latency = .fixed(milliseconds: 100)
                 faults.maxConcurrentStreams = 3
                 fixture.simulator.setFaults(faults)

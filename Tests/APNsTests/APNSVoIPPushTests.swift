@@ -26,7 +26,7 @@ import Testing
     }
 
     /// Each push gets its own `apns-id` by default (APNs reports and deduplicates by it).
-    @Test func defaultAPNsIDsAreRandomVersion4AndDoNotRepeat() {
+    @Test func defaultAPNSIDsAreRandomVersion4AndDoNotRepeat() {
         let ids = (0..<2_000).map { _ in APNSVoIPPush(app: "a", deviceToken: Self.token, environment: .sandbox, payload: Array("{}".utf8)).apnsID }
         #expect(Set(ids).count == ids.count)
         #expect(ids.allSatisfy { $0.uuid.6 >> 4 == 4 && $0.uuid.8 >> 6 == 0b10 })

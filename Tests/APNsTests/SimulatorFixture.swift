@@ -24,23 +24,23 @@ struct SimulatorFixture: Sendable {
         return logger
     }()
 
-    let simulator: APNsSimulator
+    let simulator: APNSSimulator
     let client: APNSClient
 
     /// Starts a simulator and a client for app `"rider"`, runs `body`, then stops both.
     static func run<T: Sendable>(
-        simulator configure: (inout APNsSimulatorConfiguration) -> Void = { _ in },
+        simulator configure: (inout APNSSimulatorConfiguration) -> Void = { _ in },
         client configureClient: (inout APNSClientConfiguration) -> Void = { _ in },
         now: @escaping @Sendable () -> Date = { Date() },
         timeLimit seconds: Double = 50,
         _ body: (SimulatorFixture) async throws -> T
     ) async throws -> T {
         let key = P256.Signing.PrivateKey()
-        var simulatorConfiguration = APNsSimulatorConfiguration()
+        var simulatorConfiguration = APNSSimulatorConfiguration()
         simulatorConfiguration.adminPort = nil
         simulatorConfiguration.tokenKeys = [.init(teamID: teamID, keyID: keyID, publicKey: key.publicKey)]
         configure(&simulatorConfiguration)
-        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger)
+        let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: logger)
         try await simulator.start()
         do {
             var configuration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)

@@ -130,7 +130,7 @@ private func bothPaths(_ json: String) -> (decoded: Result<CallRequest, Contract
         #expect(throws: Never.self) { try payload.encoded() }  // the same ring fits an iPhone's 5120-byte limit
     }
 
-    @Test func statusesCarryFCMDetailsBesideAPNs() throws {
+    @Test func statusesCarryFCMDetailsBesideAPNS() throws {
         let status = CallStatus(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k", app: "rider", state: .failed, attempt: 1,
                                 at: Date(timeIntervalSince1970: 1_795_262_400), fcm: .init(name: nil, status: 404, errorCode: "UNREGISTERED"),
                                 error: .init(code: "UNREGISTERED"), worker: "w")

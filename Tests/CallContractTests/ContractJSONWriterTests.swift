@@ -74,7 +74,7 @@ import Testing
         for seed in 1...400 as ClosedRange<UInt64> {
             var g = Generator(state: seed)
             let apns = g.optional { g in
-                CallStatus.APNsDetails(id: g.optional { $0.string() }, uniqueId: g.optional { $0.string() },
+                CallStatus.APNSDetails(id: g.optional { $0.string() }, uniqueId: g.optional { $0.string() },
                                        status: g.optional { $0.int(-1...600) }, reason: g.optional { $0.string() },
                                        timestamp: g.optional { $0.date() })
             }

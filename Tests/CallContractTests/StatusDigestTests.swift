@@ -20,7 +20,7 @@ import Testing
             callId: g.bool() ? "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b" : g.string(maxLength: 70),
             deviceId: g.optional { $0.string() }, deviceKey: g.optional { $0.string(maxLength: 70) }, app: g.optional { $0.string() },
             state: states[g.int(0...(states.count - 1))], attempt: g.int(0...20), replay: g.int(-2...1_002), at: g.date(),
-            apns: g.optional { g in CallStatus.APNsDetails(id: g.optional { $0.string() }, status: g.optional { $0.int(100...599) },
+            apns: g.optional { g in CallStatus.APNSDetails(id: g.optional { $0.string() }, status: g.optional { $0.int(100...599) },
                                                            reason: g.optional { $0.string() }) },
             error: g.optional { g in CallStatus.ErrorInfo(code: g.string(), message: g.optional { $0.string(maxLength: 40) }) },
             worker: g.string(), tenant: g.optional { $0.bool() ? "taxi" : $0.string(maxLength: 70) })

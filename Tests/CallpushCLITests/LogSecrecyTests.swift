@@ -53,7 +53,7 @@ final class CapturedLogs: Sendable {
 
         let good = String(repeating: "a1", count: 32)
         let dead = String(repeating: "d2", count: 32)
-        var faults = APNsSimulatorFaults()
+        var faults = APNSSimulatorFaults()
         faults.tokenOutcomes[dead] = .unregistered()
         stack.simulator.setFaults(faults)
         var callIds: [String] = []

@@ -6,7 +6,7 @@ import Testing
 
 /// `callpush status` against the embedded cluster.
 @Suite(.serialized) struct StatusHistory {
-    func status(_ callId: String, _ state: CallStatus.State, attempt: Int, at: Date, apns: CallStatus.APNsDetails? = nil,
+    func status(_ callId: String, _ state: CallStatus.State, attempt: Int, at: Date, apns: CallStatus.APNSDetails? = nil,
                 error: CallStatus.ErrorInfo? = nil) -> CallStatus {
         CallStatus(callId: callId, deviceId: "phone-1", deviceKey: "k1b2c3d4e5f6a7b8", app: "rider", state: state,
                    attempt: attempt, replay: 0, at: ContractCoding.truncatedToMilliseconds(at), apns: apns, error: error, worker: "w-1")

@@ -75,12 +75,12 @@ import CallpushCore
     }
 }
 
-@Suite struct APNsIDs {
+@Suite struct APNSIDs {
     @Test func stablePerDeliveryAndAValidLowercaseUUID() throws {
-        let a = APNsID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1", replay: 0)
-        #expect(a == APNsID.make(callId: "1B4E28BA-2FA1-4D3B-A3F5-EF19B5A7633B", deviceKey: "k1", replay: 0))
-        #expect(a != APNsID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k2", replay: 0))
-        #expect(a != APNsID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1", replay: 1), "a replay is a new push")
+        let a = APNSID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1", replay: 0)
+        #expect(a == APNSID.make(callId: "1B4E28BA-2FA1-4D3B-A3F5-EF19B5A7633B", deviceKey: "k1", replay: 0))
+        #expect(a != APNSID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k2", replay: 0))
+        #expect(a != APNSID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1", replay: 1), "a replay is a new push")
         let uuid = try #require(UUID(uuidString: a))
         #expect(uuid.uuidString.lowercased() == a)
         #expect(Array(a)[14] == "5", "version nibble")

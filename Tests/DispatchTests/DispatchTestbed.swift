@@ -144,18 +144,18 @@ final class DispatchTestbed: Sendable {
     // MARK: A worker delivering to the APNs simulator
 
     struct Worker {
-        let simulator: APNsSimulator
+        let simulator: APNSSimulator
         let client: APNSClient
         let group: ServiceGroup
         let task: Task<Void, any Error>
     }
 
     func startWorker(tracing: CallTracing = .off) async throws -> Worker {
-        let key = APNsSimulatorTestKey()
-        var simulatorConfiguration = APNsSimulatorConfiguration()
+        let key = APNSSimulatorTestKey()
+        var simulatorConfiguration = APNSSimulatorConfiguration()
         simulatorConfiguration.tokenKeys = [key.tokenKey]
         simulatorConfiguration.adminPort = nil
-        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: quietLogger)
+        let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: quietLogger)
         try await simulator.start()
         var clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         clientConfiguration.requestTimeout = .seconds(2)
@@ -173,7 +173,7 @@ final class DispatchTestbed: Sendable {
         configuration.drainTimeout = .seconds(3)
         configuration.rebuildTimeout = .seconds(10)
         configuration.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300), maxAttempts: 1_000)
-        let worker = try PushWorkerService(configuration: configuration, sender: APNsPushSender(client: client), apps: ["rider"],
+        let worker = try PushWorkerService(configuration: configuration, sender: APNSPushSender(client: client), apps: ["rider"],
                                            ackTokens: try AckTokenSigner(secret: testSecret), logger: quietLogger, tracing: tracing)
         let group = ServiceGroup(services: [client, worker], logger: quietLogger)
         let task = Task { try await group.run() }

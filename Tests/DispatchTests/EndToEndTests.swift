@@ -52,7 +52,7 @@ import Testing
     @Test func cancelBeforeThePushWentOutEndsCancelledWithoutAPush() async throws {
         try await DispatchTestbed.with { bed in
             let worker = try await bed.startWorker()
-            var faults = APNsSimulatorFaults()
+            var faults = APNSSimulatorFaults()
             faults.errorRate = ErrorInjection(status: 503, probability: 1)
             worker.simulator.setFaults(faults)
             let callId = CallID.make()
@@ -64,7 +64,7 @@ import Testing
             #expect(cancelled.json["callId"] as? String == callId)
             let call = try await bed.waitForCall(callId) { $0["complete"] as? Bool == true }
             #expect(Self.deliveries(call).first?["state"] as? String == "cancelled")
-            worker.simulator.setFaults(APNsSimulatorFaults())
+            worker.simulator.setFaults(APNSSimulatorFaults())
             try await Task.sleep(for: .milliseconds(500))
             #expect(worker.simulator.pushes().filter { $0.deviceToken == token }.isEmpty, "no push for the cancelled call")
             await bed.stop(worker)

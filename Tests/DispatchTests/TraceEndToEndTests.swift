@@ -59,7 +59,7 @@ import Testing
             let worker = try await bed.startWorker(tracing: tracing.worker.tracing)
             try await WebhookTests.waitAssigned(bed.app)
             // APNs answers 503 for a moment: the first attempts are retried.
-            var faults = APNsSimulatorFaults(tokenOutcomes: [deadToken: .unregistered()])
+            var faults = APNSSimulatorFaults(tokenOutcomes: [deadToken: .unregistered()])
             faults.errorRate = ErrorInjection(status: 503, probability: 1, endsAt: Date().addingTimeInterval(0.6))
             worker.simulator.setFaults(faults)
 

@@ -16,7 +16,7 @@ import Testing
         #expect(push.deviceToken == ring.device.token)
         #expect(push.environment == .sandbox)
         #expect(push.expiration == ring.ringDeadline)
-        #expect(push.apnsID == APNsID.make(callId: ring.callId, deviceKey: DeviceKey.make(token: ring.device.token), replay: 0))
+        #expect(push.apnsID == APNSID.make(callId: ring.callId, deviceKey: DeviceKey.make(token: ring.device.token), replay: 0))
         let payload = try VoIPPayload.decode(push.payload)
         #expect(payload.callId == ring.callId)
         #expect(payload.handle == "driver-1")
@@ -277,17 +277,17 @@ import Testing
     }
 }
 
-@Suite struct APNsIDText {
+@Suite struct APNSIDText {
     /// The sender reads the delivery's apns-id into the UUID it sends without `sscanf`; it must
     /// read what `UUID(uuidString:)` reads, and refuse what it refuses.
     @Test func theSenderReadsApnsIDsAsFoundationDoes() {
-        var texts = (0..<200).map { APNsID.make(callId: CallID.make(), deviceKey: "k\($0)", replay: $0 % 3) }
+        var texts = (0..<200).map { APNSID.make(callId: CallID.make(), deviceKey: "k\($0)", replay: $0 % 3) }
         texts += texts.prefix(20).map { $0.uppercased() }
         texts += ["", "not-a-uuid", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633bb",
                   "1b4e28ba2fa1-4d3b-a3f5-ef19b5a7633bb", "1b4e28ba-2fa1-4d3b-a3f5+ef19b5a7633b", "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633g",
                   "g b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633"]
         for text in texts {
-            #expect(APNsPushSender.uuid(text) == UUID(uuidString: text), "\(text)")
+            #expect(APNSPushSender.uuid(text) == UUID(uuidString: text), "\(text)")
         }
     }
 }

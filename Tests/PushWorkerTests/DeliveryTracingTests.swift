@@ -46,7 +46,7 @@ struct DeliveryTracingTests {
                              value: Array(try request.encoded()), headers: headers)
     }
 
-    @Test func aRetriedRingIsOneTraceUnderTheDispatchSpanWithAnAttemptSpanPerAPNsAnswer() async throws {
+    @Test func aRetriedRingIsOneTraceUnderTheDispatchSpanWithAnAttemptSpanPerAPNSAnswer() async throws {
         let h = Harness()
         let ring = makeRing(token: String(repeating: "c4", count: 32))
         h.sender.script(ring.device.token, [.unavailable])

@@ -98,7 +98,7 @@ import Testing
     }
 }
 
-func makeRing(token: String, environment: APNsEnvironment, app: String = "rider") -> RingRequest {
+func makeRing(token: String, environment: APNSEnvironment, app: String = "rider") -> RingRequest {
     var ring = makeRing(token: token, app: app)
     ring.device.environment = environment
     return ring
@@ -137,8 +137,9 @@ func makeRing(token: String, environment: APNsEnvironment, app: String = "rider"
         let history = SlowHistory(gate: gate, started: Locked(false), cancels: ["cancelled-call"])
         let cancels = CancelSignals()
         let coordinator = PartitionCoordinator(dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: history,
-                                               drainTimeout: .milliseconds(50), cancels: cancels, logger: Logger(label: "t"))
-        coordinator.setOffsetStore { _, offset in stores.record(offset) }
+                                               drainTimeout: .milliseconds(50),
+                                               storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in },
+                                               cancels: cancels, logger: Logger(label: "t"))
         let assigning = Task { await coordinator.assigned([0]) }
         while !history.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
 
@@ -165,7 +166,9 @@ func makeRing(token: String, environment: APNsEnvironment, app: String = "rider"
         let gate = PartitionCoordinatorTests.Gate()
         let history = SlowHistory(gate: gate, started: Locked(false))
         let coordinator = PartitionCoordinator(dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: history,
-                                               drainTimeout: .milliseconds(50), logger: Logger(label: "t"))
+                                               drainTimeout: .milliseconds(50),
+                                               storeOffset: { _, _ in }, pause: { _, _ in },
+                                               logger: Logger(label: "t"))
         let assigning = Task { await coordinator.assigned([0]) }
         while !history.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
         guard case .waitForAssignment = coordinator.start(event(7), { _ in .finished(.sent) }) else {
@@ -187,7 +190,9 @@ func makeRing(token: String, environment: APNsEnvironment, app: String = "rider"
     /// M3: a revoke ends within drain + leftover bound even when a delivery ignores cancellation.
     @Test func aRevokeEndsWithinItsBoundWhateverADeliveryDoes() async throws {
         let coordinator = PartitionCoordinator(dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil,
-                                               drainTimeout: .milliseconds(50), leftoverBound: .milliseconds(200), logger: Logger(label: "t"))
+                                               drainTimeout: .milliseconds(50),
+                                               storeOffset: { _, _ in }, pause: { _, _ in },
+                                               leftoverBound: .milliseconds(200), logger: Logger(label: "t"))
         await coordinator.assigned([0])
         let gate = PartitionCoordinatorTests.Gate()
         guard case .started(let stuck) = coordinator.start(event(5), { ticket in
@@ -205,7 +210,7 @@ func makeRing(token: String, environment: APNsEnvironment, app: String = "rider"
     /// by a revoke; the ones at work get the drain bound.
     @Test func aRevokeHandsBackDeliveriesThatHaveNotBegunWork() async throws {
         let coordinator = PartitionCoordinator(dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil,
-                                               drainTimeout: .seconds(60), logger: Logger(label: "t"))
+                                               drainTimeout: .seconds(60), storeOffset: { _, _ in }, pause: { _, _ in }, logger: Logger(label: "t"))
         await coordinator.assigned([0])
         let limiter = InFlightLimiter(limit: 1)
         let gate = PartitionCoordinatorTests.Gate()
@@ -233,9 +238,9 @@ func makeRing(token: String, environment: APNsEnvironment, app: String = "rider"
     @Test func aPartitionHeldBackByAStuckDeliveryIsPausedThenResumed() async throws {
         let pauses = Locked<[Bool]>([])
         let coordinator = PartitionCoordinator(dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil,
-                                               drainTimeout: .milliseconds(50), pauseAfter: 10, logger: Logger(label: "t"))
-        coordinator.setPauseControl { _, paused in pauses.withLock { $0.append(paused) } }
-        coordinator.setOffsetStore { _, _ in }
+                                               drainTimeout: .milliseconds(50),
+                                               storeOffset: { _, _ in }, pause: { _, paused in pauses.withLock { $0.append(paused) } },
+                                               pauseAfter: 10, logger: Logger(label: "t"))
         await coordinator.assigned([0])
         let gate = PartitionCoordinatorTests.Gate()
         guard case .started(let head) = coordinator.start(event(0), { _ in await gate.pass(); return .finished(.sent) }) else { return }

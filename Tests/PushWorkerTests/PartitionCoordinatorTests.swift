@@ -42,8 +42,8 @@ struct PartitionCoordinatorTests {
     private func makeCoordinator(_ stores: Stores) -> PartitionCoordinator {
         let coordinator = PartitionCoordinator(
             dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil,
-            drainTimeout: .milliseconds(50), logger: Logger(label: "coordinator-tests"))
-        coordinator.setOffsetStore { _, offset in stores.record(offset) }
+            drainTimeout: .milliseconds(50), storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in },
+            logger: Logger(label: "coordinator-tests"))
         return coordinator
     }
 

@@ -7,18 +7,18 @@ import Logging
 
 /// An APNs simulator with a generated token key and an APNs client that trusts its CA.
 struct SimulatorHarness {
-    let simulator: APNsSimulator
+    let simulator: APNSSimulator
     let client: APNSClient
-    let key: APNsSimulatorTestKey
-    var sender: APNsPushSender { APNsPushSender(client: client) }
+    let key: APNSSimulatorTestKey
+    var sender: APNSPushSender { APNSPushSender(client: client) }
 
     static func start() async throws -> SimulatorHarness {
-        let key = APNsSimulatorTestKey()
-        var configuration = APNsSimulatorConfiguration()
+        let key = APNSSimulatorTestKey()
+        var configuration = APNSSimulatorConfiguration()
         configuration.tokenKeys = [key.tokenKey]
         configuration.adminPort = nil
         let logger = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        let simulator = APNsSimulator(configuration: configuration, logger: logger)
+        let simulator = APNSSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
         var clientConfiguration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         clientConfiguration.requestTimeout = TestTiming.scaled(.seconds(2))

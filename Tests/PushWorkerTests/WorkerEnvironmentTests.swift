@@ -15,7 +15,7 @@ import Testing
         init(apps: String? = nil) throws {
             directory = FileManager.default.temporaryDirectory.appendingPathComponent("worker-env-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let key = APNsSimulatorTestKey(teamID: "TEAM123456", keyID: "ABC123DEFG")
+            let key = APNSSimulatorTestKey(teamID: "TEAM123456", keyID: "ABC123DEFG")
             let keyPath = directory.appendingPathComponent("AuthKey.p8").path
             try key.privateKeyPEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
             let json = apps ?? #"{"rider": {"bundleId": "com.example.rider", "auth": "token", "keyFile": "\#(keyPath)", "keyId": "ABC123DEFG", "teamId": "TEAM123456"}}"#

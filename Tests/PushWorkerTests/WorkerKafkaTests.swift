@@ -56,7 +56,7 @@ import Testing
 
     @Test func aWorkerStoppedAbruptlyLosesNoCall() async throws {
         try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
-            var faults = APNsSimulatorFaults()
+            var faults = APNSSimulatorFaults()
             faults.latency = .fixed(milliseconds: 20)
             apns.simulator.setFaults(faults)
             let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 50)

@@ -30,7 +30,7 @@ import Testing
         try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             let ring = makeRing()
             let unregisteredAt = Date(timeIntervalSince1970: 1_795_000_000)
-            var faults = APNsSimulatorFaults()
+            var faults = APNSSimulatorFaults()
             faults.tokenOutcomes[ring.device.token] = .unregistered(timestamp: unregisteredAt)
             apns.simulator.setFaults(faults)
             let worker = try bed.startWorker("worker-a", sender: apns.sender)
@@ -56,7 +56,7 @@ import Testing
             try await bed.produce([.ring(makeRing())])  // warm up: group joined, connection open
             _ = try await bed.collectStatuses(until: { $0.count(.sent) >= 1 }, seconds: 30)
 
-            var faults = APNsSimulatorFaults()
+            var faults = APNSSimulatorFaults()
             faults.errorRate = ErrorInjection(status: 503, probability: 1, startsAt: Date(), endsAt: Date().addingTimeInterval(TestTiming.scaled(seconds: 1.5)))
             apns.simulator.setFaults(faults)
             let ring = makeRing(token: token(0xb0557), ringsFor: 20)
@@ -73,7 +73,7 @@ import Testing
 
     @Test func outageLongerThanTheDeadlineEndsExpiredAndNothingRingsLate() async throws {
         try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
-            var faults = APNsSimulatorFaults()
+            var faults = APNSSimulatorFaults()
             faults.errorRate = ErrorInjection(status: 503, probability: 1)
             apns.simulator.setFaults(faults)
             let worker = try bed.startWorker("worker-a", sender: apns.sender)
@@ -85,7 +85,7 @@ import Testing
             // retry fits, while its last 503-bound request is still being answered: bounded by the
             // request timeout); then APNs heals.
             while Date() < ring.ringDeadline.addingTimeInterval(TestTiming.scaled(seconds: 3)) { try await Task.sleep(for: .milliseconds(50)) }
-            apns.simulator.setFaults(APNsSimulatorFaults())
+            apns.simulator.setFaults(APNSSimulatorFaults())
             try await Task.sleep(for: .seconds(1))
             #expect(apns.pushes(for: ring.device.token).isEmpty, "nothing rings after the deadline")
             await bed.stop([worker])

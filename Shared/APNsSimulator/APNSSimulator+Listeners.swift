@@ -3,11 +3,11 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
-extension APNsSimulator {
+extension APNSSimulator {
     /// TLS settings: ALPN h2, TLS 1.2+, optional client certificates.
     static func makeTLSContext(
         _ certificates: SimulatorCertificates,
-        configuration: APNsSimulatorConfiguration
+        configuration: APNSSimulatorConfiguration
     ) throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: certificates.chain.map { .certificate($0) },
@@ -19,16 +19,16 @@ extension APNsSimulator {
             do {
                 tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(caPEM.utf8)))
             } catch {
-                throw APNsSimulatorError.invalidConfiguration("trustedClientCAPEM is not PEM: \(error)")
+                throw APNSSimulatorError.invalidConfiguration("trustedClientCAPEM is not PEM: \(error)")
             }
             tls.certificateVerification = configuration.requireClientCertificate ? .noHostnameVerification : .optionalVerification
         } else if configuration.requireClientCertificate {
-            throw APNsSimulatorError.invalidConfiguration("requireClientCertificate needs trustedClientCAPEM")
+            throw APNSSimulatorError.invalidConfiguration("requireClientCertificate needs trustedClientCAPEM")
         }
         do {
             return try NIOSSLContext(configuration: tls)
         } catch {
-            throw APNsSimulatorError.invalidConfiguration("TLS setup failed: \(error)")
+            throw APNSSimulatorError.invalidConfiguration("TLS setup failed: \(error)")
         }
     }
 
@@ -44,7 +44,7 @@ extension APNsSimulator {
         let loop = channel.eventLoop
         let handle = core.state.withLock { state in
             state.openConnection { id in
-                let handler = APNsConnectionHandler(
+                let handler = SimulatorConnectionHandler(
                     id: id, core: core, initialMaxStreams: initialLimit, rampedUp: !core.rampUpConcurrentStreams
                 )
                 return ConnectionHandle(id: id, channel: channel, handler: NIOLoopBound(handler, eventLoop: loop))
@@ -81,14 +81,14 @@ extension APNsSimulator {
                 .bind(host: configuration.host, port: configuration.port)
                 .get()
         } catch {
-            throw APNsSimulatorError(
+            throw APNSSimulatorError(
                 code: .startFailed, message: "cannot listen on \(configuration.host):\(configuration.port): \(error)",
                 isRetryable: true
             )
         }
         guard let port = server.localAddress?.port else {
             try? await server.close()
-            throw APNsSimulatorError(code: .startFailed, message: "listener has no local port")
+            throw APNSSimulatorError(code: .startFailed, message: "listener has no local port")
         }
         var admin: (any Channel)?
         var adminPort: Int?
@@ -102,7 +102,7 @@ extension APNsSimulator {
                 adminPort = channel.localAddress?.port
             } catch {
                 try? await server.close()
-                throw APNsSimulatorError(
+                throw APNSSimulatorError(
                     code: .startFailed, message: "cannot listen on admin port \(requested): \(error)", isRetryable: true
                 )
             }

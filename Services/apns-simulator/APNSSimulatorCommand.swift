@@ -7,7 +7,7 @@ import ServiceLifecycle
 
 /// `apns-simulator`: runs the APNs simulator until SIGTERM / SIGINT.
 @main
-struct APNsSimulatorCommand: AsyncParsableCommand {
+struct APNSSimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns-simulator",
         abstract: "An HTTP/2 + TLS server that behaves like Apple's APNs provider API, for tests and benchmarks.",
@@ -25,7 +25,7 @@ struct APNsSimulatorCommand: AsyncParsableCommand {
         options.common.bootstrapLogging()
         let logger = Logger(label: "apns-simulator")
         // NIO's shared group has a thread per core; --threads N gives the simulator a group of its own.
-        let simulator = APNsSimulator(
+        let simulator = APNSSimulator(
             configuration: try options.makeConfiguration(), logger: logger, eventLoopGroup: options.common.makeEventLoopGroup())
         if let path = options.common.writeCA {
             try simulator.writeCACertificate(to: path)

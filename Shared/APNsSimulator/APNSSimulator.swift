@@ -10,13 +10,13 @@ import Locking
 /// tokens like APNs, answers with APNs statuses and reasons, records accepted pushes and injects faults.
 ///
 /// ```swift
-/// let simulator = APNsSimulator(configuration: config, logger: logger)
+/// let simulator = APNSSimulator(configuration: config, logger: logger)
 /// try await simulator.start()
 /// // connect to https://127.0.0.1:\(simulator.port), trusting simulator.caCertificatePEM
 /// await simulator.stop()
 /// ```
 /// As a `Service`, `run()` starts it (if needed) and stops it on graceful shutdown or cancellation.
-public final class APNsSimulator: Service, Sendable {
+public final class APNSSimulator: Service, Sendable {
     private enum Lifecycle {
         case idle
         case starting
@@ -31,24 +31,24 @@ public final class APNsSimulator: Service, Sendable {
         var adminPort: Int?
     }
 
-    let configuration: APNsSimulatorConfiguration
+    let configuration: APNSSimulatorConfiguration
     let logger: Logger
     let core: SimulatorCore
-    let certificatesResult: Result<SimulatorCertificates, APNsSimulatorError>
+    let certificatesResult: Result<SimulatorCertificates, APNSSimulatorError>
     private let lifecycle = Locked<Lifecycle>(.idle)
     let group: any EventLoopGroup
 
     /// Creates a simulator; nothing is bound until ``start()``. A self-signed identity is generated here, so
     /// ``caCertificatePEM`` is valid before starting. `eventLoopGroup` defaults to NIO's shared group; give it
     /// its own group when a client in the same process must not share its threads (benchmarks).
-    public init(configuration: APNsSimulatorConfiguration, logger: Logger, eventLoopGroup: (any EventLoopGroup)? = nil) {
+    public init(configuration: APNSSimulatorConfiguration, logger: Logger, eventLoopGroup: (any EventLoopGroup)? = nil) {
         self.configuration = configuration
         self.logger = logger
         self.core = SimulatorCore(configuration: configuration, logger: logger)
         self.group = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
         do {
             self.certificatesResult = .success(try SimulatorCertificates.make(configuration.tls))
-        } catch let error as APNsSimulatorError {
+        } catch let error as APNSSimulatorError {
             self.certificatesResult = .failure(error)
         } catch {
             self.certificatesResult = .failure(.invalidConfiguration("\(error)"))
@@ -77,11 +77,11 @@ public final class APNsSimulator: Service, Sendable {
         do {
             try pem.write(toFile: path, atomically: true, encoding: .utf8)
         } catch {
-            throw APNsSimulatorError(code: .ioFailed, message: "cannot write \(path): \(error)")
+            throw APNSSimulatorError(code: .ioFailed, message: "cannot write \(path): \(error)")
         }
     }
 
-    /// Accepted pushes, oldest first (at most ``APNsSimulatorConfiguration/maxRecordedPushes``).
+    /// Accepted pushes, oldest first (at most ``APNSSimulatorConfiguration/maxRecordedPushes``).
     public func pushes() -> [RecordedPush] {
         core.state.withLock { $0.pushes.elements }.map(\.recorded)
     }
@@ -92,19 +92,19 @@ public final class APNsSimulator: Service, Sendable {
     }
 
     /// The active faults.
-    public var faults: APNsSimulatorFaults {
+    public var faults: APNSSimulatorFaults {
         core.faults
     }
 
     /// Replaces the active faults; takes effect for the next stream (and sends new SETTINGS when
-    /// `maxConcurrentStreams` changed). Invalid values are clamped; use ``APNsSimulatorFaults/validate()``
+    /// `maxConcurrentStreams` changed). Invalid values are clamped; use ``APNSSimulatorFaults/validate()``
     /// first to reject them instead.
-    public func setFaults(_ faults: APNsSimulatorFaults) {
+    public func setFaults(_ faults: APNSSimulatorFaults) {
         core.setFaults(faults.clamped)
     }
 
     /// Counters since start.
-    public func stats() -> APNsSimulatorStats {
+    public func stats() -> APNSSimulatorStats {
         core.state.withLock { $0.currentStats }
     }
 
@@ -119,7 +119,7 @@ public final class APNsSimulator: Service, Sendable {
             case .starting, .running:
                 return false
             case .stopped:
-                throw APNsSimulatorError(code: .startFailed, message: "a stopped simulator cannot be restarted")
+                throw APNSSimulatorError(code: .startFailed, message: "a stopped simulator cannot be restarted")
             }
         }
         guard proceed else { return }
@@ -135,7 +135,7 @@ public final class APNsSimulator: Service, Sendable {
                 // stop() ran while binding.
                 try? await listeners.server.close()
                 if let admin = listeners.admin { try? await admin.close() }
-                throw APNsSimulatorError(code: .startFailed, message: "stopped while starting")
+                throw APNSSimulatorError(code: .startFailed, message: "stopped while starting")
             }
             logger.info(
                 "APNs simulator ready",

@@ -1,5 +1,5 @@
 /// An error of the simulator, with a stable code and classification flags.
-public struct APNsSimulatorError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct APNSSimulatorError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Stable machine-readable codes.
     public enum Code: String, Sendable, Hashable {
         /// The configuration is unusable (bad key, bad certificate file, bad port…).
@@ -34,10 +34,10 @@ public struct APNsSimulatorError: Error, Sendable, Hashable, CustomStringConvert
     /// `code: message`.
     public var description: String { "\(code.rawValue): \(message)" }
 
-    static func invalidConfiguration(_ message: String) -> APNsSimulatorError {
-        APNsSimulatorError(code: .invalidConfiguration, message: message, isFatal: true)
+    static func invalidConfiguration(_ message: String) -> APNSSimulatorError {
+        APNSSimulatorError(code: .invalidConfiguration, message: message, isFatal: true)
     }
-    static func invalidFaults(_ message: String) -> APNsSimulatorError {
-        APNsSimulatorError(code: .invalidFaults, message: message)
+    static func invalidFaults(_ message: String) -> APNSSimulatorError {
+        APNSSimulatorError(code: .invalidFaults, message: message)
     }
 }

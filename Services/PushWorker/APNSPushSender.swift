@@ -5,7 +5,7 @@ import Locking
 
 /// The worker's APNs seam in production: sends through ``APNSClient`` and maps its typed outcome
 /// to what the delivery engine needs.
-public struct APNsPushSender: VoIPPushSending {
+public struct APNSPushSender: VoIPPushSending {
     public let client: APNSClient
 
     public init(client: APNSClient) {
@@ -19,7 +19,7 @@ public struct APNsPushSender: VoIPPushSending {
         }
         let request = APNSVoIPPush(
             app: APNSAppID(push.app), deviceToken: push.deviceToken,
-            environment: push.environment == .production ? .production : .sandbox,
+            environment: push.environment ?? .sandbox,
             payload: push.payload, expiration: .at(push.expiration),
             apnsID: Self.uuid(push.apnsID) ?? UUID.randomVersion4(),
             timeout: .milliseconds(Int64(remaining * 1000)))
@@ -34,7 +34,7 @@ public struct APNsPushSender: VoIPPushSending {
             minimumRetryDelay: outcome.status == 429 ? .seconds(1) : .zero)
     }
 
-    /// The UUID of a lower- or upper-case 8-4-4-4-12 text (what ``APNsID/make(callId:deviceKey:replay:)``
+    /// The UUID of a lower- or upper-case 8-4-4-4-12 text (what ``APNSID/make(callId:deviceKey:replay:)``
     /// writes), read directly: `UUID(uuidString:)` goes through `sscanf`.
     static func uuid(_ text: String) -> UUID? {
         var text = text

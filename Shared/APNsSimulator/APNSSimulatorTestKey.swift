@@ -2,9 +2,9 @@ import Crypto
 import Foundation
 
 /// A generated P-256 signing key with team and key IDs, for tests, benchmarks and local development: its
-/// ``tokenKey`` goes into ``APNsSimulatorConfiguration/tokenKeys`` and ``providerToken(issuedAt:)`` makes JWTs
+/// ``tokenKey`` goes into ``APNSSimulatorConfiguration/tokenKeys`` and ``providerToken(issuedAt:)`` makes JWTs
 /// the simulator accepts. ``privateKeyPEM`` is the content of an equivalent `.p8` file.
-public struct APNsSimulatorTestKey: Sendable {
+public struct APNSSimulatorTestKey: Sendable {
     /// The team ID (`iss`).
     public let teamID: String
     /// The key ID (`kid`).
@@ -29,7 +29,7 @@ public struct APNsSimulatorTestKey: Sendable {
     public var privateKeyPEM: String { privateKey.pemRepresentation }
 
     /// The public half, for the simulator configuration.
-    public var tokenKey: APNsSimulatorConfiguration.TokenKey {
+    public var tokenKey: APNSSimulatorConfiguration.TokenKey {
         .init(teamID: teamID, keyID: keyID, publicKey: privateKey.publicKey)
     }
 

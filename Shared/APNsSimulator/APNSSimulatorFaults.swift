@@ -1,11 +1,11 @@
 import Foundation
 
-/// Faults the simulator injects. Settable at start (``APNsSimulatorConfiguration/faults``) and at run time
+/// Faults the simulator injects. Settable at start (``APNSSimulatorConfiguration/faults``) and at run time
 /// (``APNsSimulator/setFaults(_:)`` or `PUT /admin/faults`). Every property defaults to "no fault".
 ///
 /// Stream counts are per connection: with `goAwayAfterStreams = 3`, streams 1–3 of every connection are
 /// answered normally and the connection then sends GOAWAY (last-stream-id = the third stream).
-public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
+public struct APNSSimulatorFaults: Sendable, Codable, Equatable {
     /// Device token (hex, compared case-insensitively) → the answer every push to it gets.
     public var tokenOutcomes: [String: TokenOutcome] = [:]
     /// Delay before each response is written.
@@ -21,7 +21,7 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
     /// Close the TCP connection abruptly (no GOAWAY, no answers) when a connection receives its stream number
     /// N + 1: N streams are answered, the stream that crosses the limit and everything in flight is lost.
     public var dropConnectionAfterStreams: Int? = nil
-    /// Overrides ``APNsSimulatorConfiguration/maxConcurrentStreams``; applied to open connections too (a new
+    /// Overrides ``APNSSimulatorConfiguration/maxConcurrentStreams``; applied to open connections too (a new
     /// SETTINGS frame).
     public var maxConcurrentStreams: Int? = nil
     /// Answer the first stream of every connection with GOAWAY (last-stream-id 0, NO_ERROR, debug data
@@ -85,34 +85,34 @@ public struct APNsSimulatorFaults: Sendable, Codable, Equatable {
         self.unresponsive = try c.decodeIfPresent(Bool.self, forKey: .unresponsive) ?? false
     }
 
-    /// Checks the values are usable; throws an ``APNsSimulatorError`` naming the bad field.
+    /// Checks the values are usable; throws an ``APNSSimulatorError`` naming the bad field.
     public func validate() throws {
         func positive(_ value: Int?, _ name: String) throws {
-            if let value, value < 1 { throw APNsSimulatorError.invalidFaults("\(name) must be >= 1") }
+            if let value, value < 1 { throw APNSSimulatorError.invalidFaults("\(name) must be >= 1") }
         }
         try positive(goAwayAfterStreams, "goAwayAfterStreams")
         try positive(dropConnectionAfterStreams, "dropConnectionAfterStreams")
         if let n = maxConcurrentStreams, n < 1 || n > Int(Int32.max) {
-            throw APNsSimulatorError.invalidFaults("maxConcurrentStreams must be in 1...\(Int32.max)")
+            throw APNSSimulatorError.invalidFaults("maxConcurrentStreams must be in 1...\(Int32.max)")
         }
         if !(refusedStreamRate >= 0 && refusedStreamRate <= 1) {
-            throw APNsSimulatorError.invalidFaults("refusedStreamRate must be in 0...1")
+            throw APNSSimulatorError.invalidFaults("refusedStreamRate must be in 0...1")
         }
         if let rejectConnections, rejectConnections.isEmpty || rejectConnections.utf8.count > 200 {
-            throw APNsSimulatorError.invalidFaults("rejectConnections must be a reason of 1...200 bytes")
+            throw APNSSimulatorError.invalidFaults("rejectConnections must be a reason of 1...200 bytes")
         }
         if let latency { try latency.validate() }
         if let errorRate { try errorRate.validate() }
         for (token, outcome) in tokenOutcomes {
             guard DeviceToken.isValid(token) else {
-                throw APNsSimulatorError.invalidFaults("tokenOutcomes: '\(DeviceToken.redacted(token))' is not a hex token")
+                throw APNSSimulatorError.invalidFaults("tokenOutcomes: '\(DeviceToken.redacted(token))' is not a hex token")
             }
             try outcome.validate()
         }
     }
 
     /// The same faults with token keys lowercased (tokens compare case-insensitively).
-    var normalized: APNsSimulatorFaults {
+    var normalized: APNSSimulatorFaults {
         var copy = self
         copy.tokenOutcomes = Dictionary(
             tokenOutcomes.map { ($0.key.lowercased(), $0.value) },
@@ -186,14 +186,14 @@ public struct TokenOutcome: Sendable, Codable, Equatable {
 
     func validate() throws {
         if !noResponse && !(200...599).contains(status) {
-            throw APNsSimulatorError.invalidFaults("tokenOutcomes: status \(status) is not an HTTP status")
+            throw APNSSimulatorError.invalidFaults("tokenOutcomes: status \(status) is not an HTTP status")
         }
     }
 }
 
-extension APNsSimulatorFaults {
+extension APNSSimulatorFaults {
     /// The same faults with out-of-range values brought into range.
-    var clamped: APNsSimulatorFaults {
+    var clamped: APNSSimulatorFaults {
         var copy = self
         copy.goAwayAfterStreams = goAwayAfterStreams.map { max(1, $0) }
         copy.dropConnectionAfterStreams = dropConnectionAfterStreams.map { max(1, $0) }

@@ -13,7 +13,7 @@ import Glibc
 /// stream's request collected and answered, streams counted for the GOAWAY / drop faults, requests
 /// authenticated (caching the verified provider token) and MAX_CONCURRENT_STREAMS announced.
 /// Every method runs on the connection's event loop.
-final class APNsConnectionHandler: ChannelInboundHandler {
+final class SimulatorConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -34,7 +34,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// One open stream: its request while it arrives, then whether its answer is pending.
     struct StreamState {
         /// The faults in force when the stream opened (they apply from the next stream).
-        var faults: APNsSimulatorFaults
+        var faults: APNSSimulatorFaults
         var headers: HPACKHeaders?
         var body: ByteBuffer?
         var bodyLength = 0
@@ -70,7 +70,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var announcedMaxStreams: Int
     private var rampedUp: Bool
     /// The faults as of `faultsVersion` (re-read from the shared state only after a change).
-    private var cachedFaults: (version: Int, faults: APNsSimulatorFaults)?
+    private var cachedFaults: (version: Int, faults: APNSSimulatorFaults)?
     /// Accepted pushes not yet in the shared record: added under its lock once per read burst, before the answers
     /// are written (a client that got its 200 finds its push recorded), instead of once per push.
     var pendingRecords: [StoredPush] = []
@@ -103,7 +103,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     /// The faults in force (the version is read first: a change racing with this read is seen next time).
-    func currentFaults() -> APNsSimulatorFaults {
+    func currentFaults() -> APNSSimulatorFaults {
         let version = core.faultsVersion.load(ordering: .acquiring)
         if let cachedFaults, cachedFaults.version == version { return cachedFaults.faults }
         let faults = core.faults
@@ -138,7 +138,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     // MARK: Admission
 
     /// Decides the fate of every stream the client opens (fault counters, GOAWAY, drop).
-    func streamOpened(_ streamID: UInt32, faults: APNsSimulatorFaults) -> HTTP2Admission {
+    func streamOpened(_ streamID: UInt32, faults: APNSSimulatorFaults) -> HTTP2Admission {
         if dropped { return .ignore }
         streamsReceived += 1
         highestStreamID = max(highestStreamID, streamID)
@@ -209,7 +209,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     // MARK: Authentication
 
     /// Token auth (JWT), or certificate auth, or nothing when allowed.
-    func authenticate(_ head: PushRequestHead, now: Date) -> Result<Authentication, APNsReason> {
+    func authenticate(_ head: PushRequestHead, now: Date) -> Result<Authentication, APNSReason> {
         guard let authorization = head.authorization else {
             if hasClientCertificate { return .success(.certificate) }
             if core.allowUnauthenticated { return .success(.unauthenticated) }
@@ -235,7 +235,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if age > 3600 { return .failure(.expiredProviderToken) }
         if age < -300 { return .failure(.invalidProviderToken) }
         if alreadyAccepted { return .success(.token(keyID: token.keyID)) }
-        if let firstKeyID, firstKeyID != token.keyID { return .failure(.unrelatedKeyIdInToken) }
+        if let firstKeyID, firstKeyID != token.keyID { return .failure(.unrelatedKeyIDInToken) }
         if let refusal = core.state.withLock({ $0.checkTokenUpdate(token, connection: id, now: now) }) {
             return .failure(refusal)
         }

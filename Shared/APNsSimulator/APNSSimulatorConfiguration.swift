@@ -1,16 +1,8 @@
 import Crypto
 import Foundation
 
-/// Which APNs environment the simulator imitates.
-public enum APNsEnvironment: String, Sendable, Codable, CaseIterable {
-    /// `api.sandbox.push.apple.com`: 200 responses carry `apns-unique-id`.
-    case sandbox
-    /// `api.push.apple.com`: no `apns-unique-id`.
-    case production
-}
-
-/// Configuration of an ``APNsSimulator``. Every property has a documented default.
-public struct APNsSimulatorConfiguration: Sendable {
+/// Configuration of an ``APNSSimulator``. Every property has a documented default.
+public struct APNSSimulatorConfiguration: Sendable {
     /// How the simulator gets its TLS identity.
     public enum TLS: Sendable {
         /// Generate a fresh CA and a server certificate signed by it (SANs `localhost`, `127.0.0.1`, `::1`).
@@ -64,7 +56,7 @@ public struct APNsSimulatorConfiguration: Sendable {
     /// The TLS identity. Default: generate one.
     public var tls: TLS = .generateSelfSigned
     /// The imitated environment. Default `.sandbox` (adds `apns-unique-id` to 200 responses).
-    public var environment: APNsEnvironment = .sandbox
+    public var environment: APNSEnvironment = .sandbox
     /// Accepted JWT signing keys. Default: none (every bearer token is then `InvalidProviderToken`).
     public var tokenKeys: [TokenKey] = []
     /// Accept requests without an `authorization` header, as if the connection used certificate auth.
@@ -76,24 +68,24 @@ public struct APNsSimulatorConfiguration: Sendable {
     /// Refuse TLS connections that present no client certificate (needs ``trustedClientCAPEM``). Default `false`.
     public var requireClientCertificate: Bool = false
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` announced on every connection. Default 1000 (what APNs announces).
-    /// ``APNsSimulatorFaults/maxConcurrentStreams`` overrides it at run time.
+    /// ``APNSSimulatorFaults/maxConcurrentStreams`` overrides it at run time.
     public var maxConcurrentStreams: Int = 1000
     /// Like APNs with token auth: announce 1 concurrent stream on a new connection and raise it to
     /// ``maxConcurrentStreams`` after the first successfully authenticated request. Default `false`.
     public var rampUpConcurrentStreams: Bool = false
     /// The faults active from the start. Default: none.
-    public var faults: APNsSimulatorFaults = .init()
+    public var faults: APNSSimulatorFaults = .init()
     /// How many accepted pushes are kept; older ones are dropped (and counted in the stats). Default 100,000.
     public var maxRecordedPushes: Int = 100_000
     /// The time source for JWT age checks and timestamps. Default: the system clock.
-    public var clock: APNsSimulatorClock = .system
+    public var clock: APNSSimulatorClock = .system
 
     /// Creates a configuration with the documented defaults.
     public init() {}
 }
 
 /// The wall-clock time source of the simulator (JWT `iat` checks, `410` timestamps, record times).
-public struct APNsSimulatorClock: Sendable {
+public struct APNSSimulatorClock: Sendable {
     /// Returns the current time.
     public var now: @Sendable () -> Date
 
@@ -103,5 +95,5 @@ public struct APNsSimulatorClock: Sendable {
     }
 
     /// The system clock.
-    public static let system = APNsSimulatorClock(now: { Date() })
+    public static let system = APNSSimulatorClock(now: { Date() })
 }

@@ -3,7 +3,7 @@ import Crypto
 /// The `apns-id` of a delivery, derived from the call so every attempt (and every worker that
 /// retries it) uses the same id: SHA-256 over callId, device key and replay generation, shaped
 /// as a lower-case RFC 4122 UUID (version 5 layout). Support can match Apple's records to calls.
-public enum APNsID {
+public enum APNSID {
     public static func make(callId: String, deviceKey: String, replay: Int) -> String {
         var bytes = Array(SHA256.hash(data: Array("callpush-apns-id\n\(callId.lowercased())\n\(deviceKey)\n\(replay)".utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x50

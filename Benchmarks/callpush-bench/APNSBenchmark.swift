@@ -11,7 +11,7 @@ import Synchronization
 
 /// `callpush-bench apns`: our APNs client against the in-process simulator at 1/2/4 connections,
 /// then h2load / aioapns against the same simulator and h2load against nghttpd, with ratios.
-struct APNsBenchmark: AsyncParsableCommand {
+struct APNSBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns",
         abstract: "APNs client vs h2load / aioapns on the simulator, and simulator vs nghttpd (run in release mode).")
@@ -41,11 +41,11 @@ struct APNsBenchmark: AsyncParsableCommand {
         var logger = Logger(label: "callpush-bench.apns")
         logger.logLevel = .error
         let key = P256.Signing.PrivateKey()
-        var simulatorConfiguration = APNsSimulatorConfiguration()
+        var simulatorConfiguration = APNSSimulatorConfiguration()
         simulatorConfiguration.adminPort = nil
         simulatorConfiguration.tokenKeys = [.init(teamID: Self.teamID, keyID: Self.keyID, publicKey: key.publicKey)]
         simulatorConfiguration.maxRecordedPushes = 1000
-        let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
+        let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
         try await simulator.start()
         print("simulator on 127.0.0.1:\(simulator.port); \(pushes) pushes per run, \(concurrency) in flight")
 
@@ -53,7 +53,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         await simulator.stop()
         if let burst {
             for count in connections {
-                let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
+                let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
                 try await simulator.start()
                 try await measureBurst(burst, connections: count, simulator: simulator, key: key, logger: logger)
                 await simulator.stop()
@@ -63,7 +63,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         for count in connections {
             // A fresh simulator per client: a new client signs a new JWT for the same key, which a simulator that
             // already accepted one (like APNs) rejects for 20 minutes with TooManyProviderTokenUpdates.
-            let simulator = APNsSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
+            let simulator = APNSSimulator(configuration: simulatorConfiguration, logger: logger, eventLoopGroup: Self.simulatorGroup)
             try await simulator.start()
             let row = try await measureClient(connections: count, simulator: simulator, key: key, logger: logger)
             await simulator.stop()
@@ -105,7 +105,7 @@ struct APNsBenchmark: AsyncParsableCommand {
     }
 
     /// One burst of `count` concurrent pushes through one client: outcome codes, connections, latency.
-    private func measureBurst(_ count: Int, connections: Int, simulator: APNsSimulator, key: P256.Signing.PrivateKey, logger: Logger) async throws {
+    private func measureBurst(_ count: Int, connections: Int, simulator: APNSSimulator, key: P256.Signing.PrivateKey, logger: Logger) async throws {
         let client = try makeClient(connections: connections, simulator: simulator, key: key, logger: logger)
         let push = APNSVoIPPush(app: "bench", deviceToken: Self.deviceToken, environment: .sandbox, payload: ByteBuffer(string: Self.payload))
         _ = await client.send(push)  // connections up
@@ -131,7 +131,7 @@ struct APNsBenchmark: AsyncParsableCommand {
         print("  simulator: accepted \(stats.accepted), connections opened \(stats.connectionsOpened), GOAWAYs \(stats.goAwaysSent)")
     }
 
-    private func makeClient(connections: Int, simulator: APNsSimulator, key: P256.Signing.PrivateKey, logger: Logger) throws -> APNSClient {
+    private func makeClient(connections: Int, simulator: APNSSimulator, key: P256.Signing.PrivateKey, logger: Logger) throws -> APNSClient {
         var configuration = APNSClientConfiguration.localSimulator(port: simulator.port, caCertificatePEM: simulator.caCertificatePEM)
         configuration.connectionsPerPool = connections
         configuration.maxQueuedRequestsPerPool = max(concurrency, burst ?? 0) * 2
@@ -144,7 +144,7 @@ struct APNsBenchmark: AsyncParsableCommand {
             logger: logger)
     }
 
-    private func measureClient(connections: Int, simulator: APNsSimulator, key: P256.Signing.PrivateKey, logger: Logger) async throws -> BenchmarkRow {
+    private func measureClient(connections: Int, simulator: APNSSimulator, key: P256.Signing.PrivateKey, logger: Logger) async throws -> BenchmarkRow {
         let client = try makeClient(connections: connections, simulator: simulator, key: key, logger: logger)
         let payload = ByteBuffer(string: Self.payload)
         let push = APNSVoIPPush(app: "bench", deviceToken: Self.deviceToken, environment: .sandbox, payload: payload)
@@ -194,7 +194,7 @@ func driveConcurrently(total: Int, workers: Int, _ send: @escaping @Sendable () 
     }
 }
 
-extension APNsBenchmark {
+extension APNSBenchmark {
     /// h2load and aioapns against a simulator with the same configuration, and h2load against nghttpd,
     /// via `SimulatorPeers` (the simulator helper's runners). Each peer failure is printed, not fatal.
     func runPeers() async -> [BenchmarkRow] {

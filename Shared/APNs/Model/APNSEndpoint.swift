@@ -1,11 +1,3 @@
-/// The APNs environment a device token belongs to.
-public enum APNSEnvironment: String, Sendable, Hashable, CaseIterable, Codable {
-    /// `api.push.apple.com` — App Store, TestFlight and ad-hoc builds.
-    case production
-    /// `api.sandbox.push.apple.com` — development builds.
-    case sandbox
-}
-
 /// Where the client connects for one environment (Apple's host by default; a simulator or proxy otherwise).
 public struct APNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// DNS name or IP literal. Looked up afresh for every new connection.

@@ -5,7 +5,7 @@ import NIOHPACK
 
 /// Stream handling: ``HTTP2Connection`` parses the client's bytes and calls back for each request; answers go
 /// into its output buffer, written once per read burst (at `channelReadComplete`) or at once outside of one.
-extension APNsConnectionHandler: HTTP2ConnectionDelegate {
+extension SimulatorConnectionHandler: HTTP2ConnectionDelegate {
     /// Bytes of payload kept; anything longer is only counted (it is `PayloadTooLarge` anyway).
     static let maximumKeptBody = RequestValidator.voipPayloadLimit + 1
 

@@ -18,9 +18,9 @@ enum PushDecision {
     case noResponse
 }
 
-extension APNsConnectionHandler {
+extension SimulatorConnectionHandler {
     /// Runs every check and fault in order and records accepted pushes.
-    func decide(headers: HPACKHeaders, body: ByteBuffer?, bodyLength: Int, streamID: Int, faults: APNsSimulatorFaults) -> PushDecision {
+    func decide(headers: HPACKHeaders, body: ByteBuffer?, bodyLength: Int, streamID: Int, faults: APNSSimulatorFaults) -> PushDecision {
         if faults.noResponse {
             core.count { $0.unanswered += 1 }
             return .noResponse
@@ -28,12 +28,14 @@ extension APNsConnectionHandler {
         let now = core.clock.now()
         let delay = faults.latency?.sampleNanoseconds(using: &random) ?? 0
         let head = PushRequestHead(headers: headers)
-        let requestID = RequestValidator.requestAPNsID(head)
+        let requestID = RequestValidator.requestAPNSID(head)
         let apnsID = requestID ?? RandomUUID.string(using: &random)
 
-        func reject(_ reason: APNsReason, timestamp: Date? = nil) -> PushDecision {
-            core.reject(reason.reason)
-            let answer = PushAnswer(status: reason.status, apnsID: apnsID, reason: reason.reason, timestamp: timestamp)
+        /// `status` defaults to the one APNs documents for `reason`; injected faults choose their own.
+        func reject(_ reason: APNSReason, status: Int? = nil, timestamp: Date? = nil) -> PushDecision {
+            core.reject(reason.rawValue)
+            let answer = PushAnswer(
+                status: status ?? reason.expectedStatus ?? 400, apnsID: apnsID, reason: reason.rawValue, timestamp: timestamp)
             return .respond(answer, delayNanoseconds: delay)
         }
 
@@ -69,14 +71,13 @@ extension APNsConnectionHandler {
                 return .noResponse
             }
             if outcome.status != 200 {
-                let reason = APNsReason(status: outcome.status, reason: outcome.reason)
-                return reject(reason, timestamp: outcome.status == 410 ? (outcome.timestamp ?? now) : nil)
+                return reject(APNSReason(rawValue: outcome.reason), status: outcome.status, timestamp: outcome.status == 410 ? (outcome.timestamp ?? now) : nil)
             }
         }
         if let injection = faults.errorRate, injection.isActive(at: now), injection.probability > 0,
             Double.random(in: 0..<1, using: &random) < injection.probability
         {
-            return reject(APNsReason(status: injection.status, reason: injection.reason))
+            return reject(APNSReason(rawValue: injection.reason), status: injection.status)
         }
 
         let uniqueID = core.environment == .sandbox ? RandomUUID.string(using: &random) : nil

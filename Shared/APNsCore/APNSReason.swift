@@ -1,7 +1,8 @@
 /// A reason string from an APNs error response (`{"reason": "..."}`), one case per reason Apple documents.
 ///
-/// Reasons APNs adds later are kept verbatim in ``unknown(_:)`` and never dropped.
-public enum APNSReason: Sendable, Hashable, CustomStringConvertible {
+/// Reasons APNs adds later are kept verbatim in ``unknown(_:)`` and never dropped. It is an `Error` so that
+/// the server side (the simulator's request checks) can return it as a `Result` failure.
+public enum APNSReason: Error, Sendable, Hashable, CustomStringConvertible {
     // 400
     case badCollapseID
     case badDeviceToken
