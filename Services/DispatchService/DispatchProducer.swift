@@ -46,17 +46,29 @@ public final class DispatchProducer: EventPublishing, Service {
     public var isHealthy: Bool { current.withLock { $0.fatalError == nil } }
 
     /// Publishes, bounded by the publish timeout (plus a short grace for the delivery report).
+    ///
+    /// The bound is the Kafka layer's own (an entry in its shared deadline sweeper), not a task per
+    /// publish racing a deadline: that task, its continuation and its deadline entry were a
+    /// measurable share of the ring path's CPU. Either way a record is answered only once librdkafka
+    /// reported its acknowledgement; unanswered at the bound, it is a 503.
     public func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {
         let producer = currentProducer()
-        let outcome = await Self.bounded(publishTimeout + .milliseconds(500)) {
-            try await producer.send(records)
+        let results: [Result<KafkaDeliveryReport, KafkaError>]
+        do {
+            results = try await producer.send(records, timeout: publishTimeout + .milliseconds(500))
+        } catch {
+            metrics?.publishFailure()
+            logger.warning("kafka publish failed", metadata: ["kafka.error": "\(error)", "events": "\(records.count)"])
+            if producer.fatalError != nil { replace(producer) }
+            throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge every event")
         }
-        guard let results = outcome else {
+        if results.contains(where: { if case .failure(let error) = $0 { error.code == .timeout } else { false } }) {
             throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge within \(publishTimeout)")
         }
         var partitions: [Int32] = []
+        partitions.reserveCapacity(results.count)
         do {
-            for result in try results.get() { partitions.append(try result.get().partition) }
+            for result in results { partitions.append(try result.get().partition) }
         } catch {
             metrics?.publishFailure()
             logger.warning("kafka publish failed", metadata: ["kafka.error": "\(error)", "events": "\(records.count)"])
