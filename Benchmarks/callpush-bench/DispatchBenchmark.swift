@@ -23,6 +23,8 @@ struct DispatchBenchmark: AsyncParsableCommand {
     @Option(help: "wrk threads.") var threads = 2
     @Option(help: "Partitions of the requests and status topics.") var partitions = 6
     @Flag(help: "Serve HTTPS (a generated certificate) instead of plain HTTP.") var tls = false
+    @Option(help: "A librdkafka property for dispatch's clients, key=value (repeatable), as CALLPUSH_KAFKA_<PROPERTY> sets them (e.g. linger.ms=5).")
+    var kafkaProperty: [String] = []
 
     struct WrkResult {
         var rate: Double
@@ -38,8 +40,14 @@ struct DispatchBenchmark: AsyncParsableCommand {
         let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: logger)
         for topic in [Topics.requests, Topics.status] { try cluster.createTopic(topic, partitions: partitions) }
         let key = APIKey.generatePlaintext()
+        var properties: [String: String] = [:]
+        for property in kafkaProperty {
+            let parts = property.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--kafka-property wants key=value, not \(property)") }
+            properties[parts[0]] = parts[1]
+        }
         var configuration = DispatchConfiguration(
-            kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "bench"), apps: ["rider"],
+            kafka: KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: "bench", properties: properties), apps: ["rider"],
             apiKeys: [APIKey(name: "bench", plaintext: key, ratePerSecond: 1_000_000, tenant: "bench", apps: ["rider"])],
             ackSecret: Array(repeating: 7, count: 32), instanceID: "dispatch-bench")
         configuration.host = "127.0.0.1"
@@ -63,13 +71,19 @@ struct DispatchBenchmark: AsyncParsableCommand {
         let base = "\(tls ? "https" : "http")://127.0.0.1:\(port)"
 
         print("callpush-bench dispatch: wrk \(seconds) s per run, \(threads) threads, \(ProcessInfo.processInfo.activeProcessorCount) cores, "
-              + "\(partitions) partitions, \(tls ? "HTTPS (dispatch's TLS)" : "plain HTTP"), tenant-scoped key, default limits")
+              + "\(partitions) partitions, \(tls ? "HTTPS (dispatch's TLS)" : "plain HTTP"), tenant-scoped key, default limits"
+              + (properties.isEmpty ? "" : ", Kafka " + properties.keys.sorted().map { "\($0)=\(properties[$0]!)" }.joined(separator: " ")))
         _ = try await wrk(url: base + "/v1/calls", connections: 8, seconds: 2, script: script)  // warm up: metadata, connections
-        print("run                               req/s    p50 ms    p99 ms   non-2xx")
+        print("run                               req/s    p50 ms    p99 ms   non-2xx   CPU µs/req")
+        // CPU of this process (dispatch and the embedded cluster, not wrk) per answered request: on a
+        // shared machine the rates swing with other load, the CPU a request costs much less.
+        var cpu = Self.processCPUSeconds()
         let healthz = try await wrk(url: base + "/healthz", connections: connections, seconds: seconds, script: nil)
-        print("GET /healthz        c=\(pad(connections)) " + healthz.line)
+        let healthzCPU = Self.cpuPerRequest(since: &cpu, rate: healthz.rate, seconds: seconds)
+        print("GET /healthz        c=\(pad(connections)) " + healthz.line + String(format: " %12.1f", healthzCPU))
         let ring = try await wrk(url: base + "/v1/calls", connections: connections, seconds: seconds, script: script)
-        print("POST /v1/calls      c=\(pad(connections)) " + ring.line)
+        let ringCPU = Self.cpuPerRequest(since: &cpu, rate: ring.rate, seconds: seconds)
+        print("POST /v1/calls      c=\(pad(connections)) " + ring.line + String(format: " %12.1f", ringCPU))
         // Half of saturation: the same 64 connections, each waiting a think time between its answer and its next
         // request (wrk's `delay()`, jittered ±50 %), so the offered rate is set by the think time rather than by
         // the server: about rate = connections / (think + latency). The think time is adjusted until the achieved
@@ -90,7 +104,8 @@ struct DispatchBenchmark: AsyncParsableCommand {
         }
         let sequential = try await wrk(url: base + "/v1/calls", connections: 1, seconds: seconds, script: script)
         print("POST /v1/calls      c=1    " + sequential.line + "   (one client, back to back)")
-        print(String(format: "ratio POST/healthz = %.2f (target ≥ 0.25)", ring.rate / max(healthz.rate, 1)))
+        print(String(format: "ratio POST/healthz = %.2f (target ≥ 0.25); CPU per request healthz/POST = %.2f",
+                     ring.rate / max(healthz.rate, 1), healthzCPU / max(ringCPU, 0.001)))
         if let (think, result) = half {
             print(String(format: "at ~half of saturation (c=%d, think %.1f ms, %.0f req/s = %.2f× saturation): p99/p50 = %.1f (target < 10)",
                          connections, think, result.rate, result.rate / max(ring.rate, 1), result.p99 / max(result.p50, 0.001)))
@@ -98,6 +113,25 @@ struct DispatchBenchmark: AsyncParsableCommand {
         await group.triggerGracefulShutdown()
         _ = await running.result
         await cluster.shutdown()
+    }
+
+    /// User + system CPU seconds of this process so far.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        #if os(Linux)
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        #else
+        getrusage(RUSAGE_SELF, &usage)
+        #endif
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
+
+    /// Microseconds of process CPU per request since `cpu` (which moves to now).
+    static func cpuPerRequest(since cpu: inout Double, rate: Double, seconds: Int) -> Double {
+        let now = processCPUSeconds()
+        defer { cpu = now }
+        return (now - cpu) / max(rate * Double(seconds), 1) * 1e6
     }
 
     private func pad(_ n: Int) -> String { String(n).padding(toLength: 4, withPad: " ", startingAt: 0) }

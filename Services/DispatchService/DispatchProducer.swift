@@ -46,17 +46,29 @@ public final class DispatchProducer: EventPublishing, Service {
     public var isHealthy: Bool { current.withLock { $0.fatalError == nil } }
 
     /// Publishes, bounded by the publish timeout (plus a short grace for the delivery report).
+    ///
+    /// The bound is the Kafka layer's own (an entry in its shared deadline sweeper), not a task per
+    /// publish racing a deadline: that task, its continuation and its deadline entry were a
+    /// measurable share of the ring path's CPU. Either way a record is answered only once librdkafka
+    /// reported its acknowledgement; unanswered at the bound, it is a 503.
     public func publish(_ records: [KafkaProducerRecord]) async throws(DispatchProblem) -> [Int32] {
         let producer = currentProducer()
-        let outcome = await Self.bounded(publishTimeout + .milliseconds(500)) {
-            try await producer.send(records)
+        let results: [Result<KafkaDeliveryReport, KafkaError>]
+        do {
+            results = try await producer.send(records, timeout: publishTimeout + .milliseconds(500))
+        } catch {
+            metrics?.publishFailure()
+            logger.warning("kafka publish failed", metadata: ["kafka.error": "\(error)", "events": "\(records.count)"])
+            if producer.fatalError != nil { replace(producer) }
+            throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge every event")
         }
-        guard let results = outcome else {
+        if results.contains(where: { if case .failure(let error) = $0 { error.code == .timeout } else { false } }) {
             throw DispatchProblem.unavailable(retryAfter: retryAfter, detail: "Kafka did not acknowledge within \(publishTimeout)")
         }
         var partitions: [Int32] = []
+        partitions.reserveCapacity(results.count)
         do {
-            for result in try results.get() {
+            for result in results {
                 let report = try result.get()
                 partitions.append(report.partition)
                 // librdkafka acknowledges a record without an offset when a later request of its
@@ -103,36 +115,5 @@ public final class DispatchProducer: EventPublishing, Service {
         }
         logger.error("kafka producer hit a fatal error; replaced it")
         Task { await (swapped ? broken : fresh).shutdown() }
-    }
-
-    /// Runs `body` in its own task and returns its result, or nil when `bound` passes first (the
-    /// body keeps running to its own end; librdkafka bounds it by `message.timeout.ms`).
-    static func bounded<T: Sendable>(
-        _ bound: Duration, deadlines: DeadlineSweeper = .shared, _ body: @escaping @Sendable () async throws -> T
-    ) async -> Result<T, any Error>? {
-        let once = ResumeOnce<Result<T, any Error>?>()
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, any Error>?, Never>) in
-            once.set(continuation)
-            let deadline = deadlines.add(after: bound) { once.resume(nil) }
-            Task {
-                let result: Result<T, any Error>
-                do { result = .success(try await body()) } catch { result = .failure(error) }
-                deadlines.remove(deadline)
-                once.resume(result)
-            }
-        }
-    }
-}
-
-/// A continuation resumed by whichever of several racers comes first.
-final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation = Locked<CheckedContinuation<T, Never>?>(nil)
-
-    func set(_ continuation: CheckedContinuation<T, Never>) {
-        self.continuation.withLock { $0 = continuation }
-    }
-
-    func resume(_ value: T) {
-        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }
