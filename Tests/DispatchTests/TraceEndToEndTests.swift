@@ -58,16 +58,27 @@ import Testing
         }) { bed in
             let worker = try await bed.startWorker(tracing: tracing.worker.tracing)
             try await WebhookTests.waitAssigned(bed.app)
-            // APNs answers 503 for a moment: the first attempts are retried.
-            var faults = APNSSimulatorFaults(tokenOutcomes: [deadToken: .unregistered()])
-            faults.errorRate = ErrorInjection(status: 503, probability: 1, endsAt: Date().addingTimeInterval(0.6))
+            // APNs answers 503 until it has refused one push: the first attempt is retried. (Not a
+            // time window: under load the first attempt can come after any window.)
+            let steady = APNSSimulatorFaults(tokenOutcomes: [deadToken: .unregistered()])
+            var faults = steady
+            faults.errorRate = ErrorInjection(status: 503, probability: 1)
             worker.simulator.setFaults(faults)
+            let simulator = worker.simulator
+            let lift = Task {
+                let until = ContinuousClock.now + .seconds(60)
+                while simulator.stats().rejected["ServiceUnavailable", default: 0] == 0, ContinuousClock.now < until {
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+                simulator.setFaults(steady)
+            }
 
             var headers = testAuth
             headers["traceparent"] = Self.caller.traceparent
             let accepted = try await bed.post("/v1/calls", json(ringBody(callId: callId, tokens: [token], ringTimeoutSeconds: 30)), headers: headers)
             #expect(accepted.status == 202)
             let stream = try await bed.get("/v1/calls/\(callId)/events", timeout: .seconds(70))
+            await lift.value
             #expect(EndToEndTests.sseEvents(stream.text).last?.data == "{\"complete\":true}")
             // `retrying` statuses (one per 503) are posted too: wait for the `sent` one.
             var hooks = try await receiver.wait(for: 1)
