@@ -20,6 +20,10 @@ struct Verdict: Sendable {
     var duplicatesBy: [Platform: Int] = [:]
     /// Call ids of the lost deliveries.
     var lostCallIDs: Set<String> = []
+    /// Deliveries of calls the embedded cluster never stored although librdkafka acknowledged their
+    /// event (implicitly, without an offset, after an earlier request failed uncertainly): a broker
+    /// that checks idempotent sequence numbers stores them (docs/kafka.md). Reported, not failed.
+    var unstoredByCluster: [String] = []
     var conflicting: [String] = []
     /// Status history of every accepted delivery whose outcome is not `sent` (written to outcomes.txt).
     var notSent: [String] = []
@@ -272,6 +276,19 @@ struct Verdict: Sendable {
         }
     }
 
+    /// Moves the lost deliveries of `callId` to ``unstoredByCluster``.
+    mutating func attributeLossToCluster(callId: String) {
+        let prefix = callId + "/"
+        for entry in lost where entry.hasPrefix(prefix) {
+            unstoredByCluster.append(entry)
+            for platform in Platform.allCases where entry.contains("(\(platform.rawValue))") {
+                lostBy[platform, default: 0] -= 1
+            }
+        }
+        lost.removeAll { $0.hasPrefix(prefix) }
+        lostCallIDs.remove(callId)
+    }
+
     /// `N (ios a, android b)`.
     private static func byPlatform(_ total: Int, _ counts: [Platform: Int]) -> String {
         "\(total) (" + Platform.allCases.map { "\($0.rawValue) \(counts[$0] ?? 0)" }.joined(separator: ", ") + ")"
@@ -291,6 +308,7 @@ struct Verdict: Sendable {
         return "calls=\(calls) accepted=\(accepted) refused=\(refused) other=\(otherAnswers.count) faults=\(faultCount) "
             + "lost=\(Self.byPlatform(lost.count, lostBy)) duplicates=\(Self.byPlatform(duplicates, duplicatesBy)) dlq=\(dlq) p99_ms=\(Int(p99Ms.rounded())) crashed=\(crashes.count) "
             + "rung_after_cancel=\(rungAfterCancel.count) expired_unowned=\(expiredUnowned.count) max_ring_ms=\(Int(maxRingMs.rounded()))"
+            + " unstored_by_cluster=\(unstoredByCluster.count)"
     }
 
     var faultCount = 0
