@@ -42,6 +42,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess.git", from: "1.0.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.0"),
         // OTLP over HTTP only (http/protobuf, the OTLP default, and http/json): the gRPC exporter
         // would add grpc-swift to every build for a transport every collector also serves over HTTP.
@@ -344,6 +345,7 @@ let package = Package(
                 "Kafka",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
             ],
             path: "Tests/CallpushTestSupport"
         ),
@@ -392,7 +394,7 @@ let package = Package(
             path: "Tests/DispatchTests"
         ),
         .testTarget(name: "KafkaTests", dependencies: ["Locking", "Kafka", "CallpushTestSupport"], path: "Tests/KafkaTests"),
-        .testTarget(name: "APNsTests", dependencies: ["Locking", "APNs", "APNsSimulator"], path: "Tests/APNsTests"),
+        .testTarget(name: "APNsTests", dependencies: ["Locking", "APNs", "APNsSimulator", "CallpushTestSupport"], path: "Tests/APNsTests"),
         .testTarget(
             name: "HTTP2WireTests",
             dependencies: [

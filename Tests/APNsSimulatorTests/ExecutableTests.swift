@@ -43,7 +43,7 @@ struct ExecutableTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let caPath = directory.appendingPathComponent("ca.pem").path
 
-        let process = try ServerProcess(try Self.binary(), ["--port", "0", "--admin-port", "0", "--write-ca", caPath, "--log-level", "warning"])
+        let process = try await ServerProcess(try Self.binary(), ["--port", "0", "--admin-port", "0", "--write-ca", caPath, "--log-level", "warning"])
         var readyLine: String?
         _ = await process.wait(upTo: .seconds(20), every: .milliseconds(50)) {
             readyLine = process.stdout.split(separator: "\n").first { $0.contains("apns-simulator ready") }.map(String.init)

@@ -1,4 +1,5 @@
 import APNsSimulator
+import CallpushTestSupport
 import Foundation
 import Testing
 
@@ -16,19 +17,12 @@ extension APNSIntegration {
             var pkcs12Path: String { directory + "/client.p12" }
         }
 
-        static func shell(_ arguments: [String], in directory: String) throws {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = arguments
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw TestTimeout() }
+        static func shell(_ arguments: [String], in directory: String) async throws {
+            let result = try await ChildProcess.run("/usr/bin/env", arguments, workingDirectory: directory)
+            guard result.status == 0 else { throw TestTimeout() }
         }
 
-        static func makeClientIdentity() throws -> ClientIdentity {
+        static func makeClientIdentity() async throws -> ClientIdentity {
             let directory = NSTemporaryDirectory() + "apns-cert-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n".write(toFile: directory + "/ext.cnf", atomically: true, encoding: .utf8)
@@ -42,12 +36,12 @@ extension APNSIntegration {
                 ["openssl", "pkcs12", "-export", "-inkey", "client.key", "-in", "client.pem", "-out", "client.p12",
                  "-passout", "pass:s3cret", "-keypbe", "PBE-SHA1-3DES", "-certpbe", "PBE-SHA1-3DES", "-macalg", "sha1"],
             ]
-            for step in steps { try shell(step, in: directory) }
+            for step in steps { try await shell(step, in: directory) }
             return ClientIdentity(directory: directory)
         }
 
         @Test func pkcs12AndPEMCertificatesAuthenticatePushes() async throws {
-            let identity = try Self.makeClientIdentity()
+            let identity = try await Self.makeClientIdentity()
             defer { try? FileManager.default.removeItem(atPath: identity.directory) }
             #expect(throws: APNSCredentialError.self) { try APNSClientCertificate.pkcs12(path: identity.pkcs12Path, password: "wrong") }
             let fromP12 = try APNSClientCertificate.pkcs12(path: identity.pkcs12Path, password: "s3cret")

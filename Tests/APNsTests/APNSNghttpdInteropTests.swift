@@ -1,4 +1,5 @@
 import APNsSimulator
+import CallpushTestSupport
 import Crypto
 import Foundation
 import NIOCore
@@ -43,16 +44,8 @@ struct APNSNghttpdInteropTests {
         try Data(identity.privateKeyPEM.utf8).write(to: key)
 
         let port = try Self.freePort()
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: nghttpd)
-        server.arguments = ["-d", directory.appendingPathComponent("root").path, "\(port)", key.path, certificate.path]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer {
-            kill(server.processIdentifier, SIGKILL)  // nghttpd ignores SIGTERM while serving
-            server.waitUntilExit()
-        }
+        let server = try await ServerProcess(nghttpd, ["-d", directory.appendingPathComponent("root").path, "\(port)", key.path, certificate.path])
+        defer { server.signal(SIGKILL) }  // nghttpd ignores SIGTERM while serving
         try await Self.waitForListener(port: port, process: server)
 
         let signingKey = try APNSSigningKey(privateKey: P256.Signing.PrivateKey(), keyID: SimulatorFixture.keyID, teamID: SimulatorFixture.teamID)
@@ -87,7 +80,7 @@ struct APNSNghttpdInteropTests {
         #expect(client.connectAttempts == 1)
     }
 
-    static func waitForListener(port: Int, process: Process) async throws {
+    static func waitForListener(port: Int, process: ServerProcess) async throws {
         for _ in 0..<500 {
             guard process.isRunning else { throw TestTimeout() }
             if (try? await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get().close().get()) != nil {

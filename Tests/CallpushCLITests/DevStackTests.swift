@@ -113,7 +113,7 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let statePath = directory.appendingPathComponent("state.json").path
-        let process = try ServerProcess("callpush", ["dev", "--port", "0", "--partitions", "2", "--state-file", statePath, "--log-level", "error"])
+        let process = try await ServerProcess("callpush", ["dev", "--port", "0", "--partitions", "2", "--state-file", statePath, "--log-level", "error"])
         _ = await process.wait(upTo: .seconds(90)) { FileManager.default.fileExists(atPath: statePath) }
         let data = try #require(FileManager.default.contents(atPath: statePath), "dev wrote its state file once ready; stderr:\n\(process.stderrTail())")
         let state = try JSONDecoder().decode(DevState.self, from: data)

@@ -31,48 +31,36 @@ public enum ChildProcess {
         return merged
     }
 
+    /// Runs `executable` to its end (killed after `timeout`), `workingDirectory` nil for the test's own.
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                    timeout: Duration = .seconds(60)) async throws -> Output {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = withSanitizerSettings(environment) }
+                           workingDirectory: String? = nil, timeout: Duration = .seconds(60)) async throws -> Output {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let outURL = directory.appendingPathComponent("stdout")
         let errURL = directory.appendingPathComponent("stderr")
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        let out = try FileHandle(forWritingTo: outURL)
-        let err = try FileHandle(forWritingTo: errURL)
-        process.standardOutput = out
-        process.standardError = err
+        let child = try await SpawnedProcess.start(executable, arguments, environment: environment.map(withSanitizerSettings),
+                                                   workingDirectory: workingDirectory, stdout: outURL.path, stderr: errURL.path)
+        let exit = child.exit
         let killed = KilledFlag()
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = {
-                killed.finish()
-                continuation.resume(returning: $0.terminationStatus)
-            }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-                return
-            }
-            let pid = process.processIdentifier
-            Task {
+        let status: Int32 = await withTaskGroup(of: Int32?.self) { group in
+            group.addTask { for await code in exit { return code }; return nil }
+            group.addTask {
                 try? await Task.sleep(for: timeout)
-                // Still running (not yet reaped): kill it. kill(pid, 0) probes without a signal.
-                if kill(pid, 0) == 0, !killed.isFinished {
-                    killed.set()
-                    kill(pid, SIGKILL)
+                guard !Task.isCancelled, child.isRunning else { return nil }
+                killed.set()
+                child.signal(SIGKILL)
+                return nil
+            }
+            var status: Int32 = -1
+            for await result in group {
+                if let result {
+                    status = result
+                    group.cancelAll()
                 }
             }
+            return status
         }
-        try? out.close()
-        try? err.close()
         return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
                       stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "", timedOut: killed.wasKilled)
     }
@@ -87,11 +75,9 @@ public enum ChildProcess {
     }
 }
 
-/// Whether the child finished, and whether the test killed it for running too long.
+/// Whether the test killed the child for running too long.
 final class KilledFlag: Sendable {
-    private let state = Locked((finished: false, killed: false))
-    func finish() { state.withLock { $0.finished = true } }
-    func set() { state.withLock { $0.killed = true } }
-    var isFinished: Bool { state.withLock { $0.finished } }
-    var wasKilled: Bool { state.withLock { $0.killed } }
+    private let killed = Locked(false)
+    func set() { killed.withLock { $0 = true } }
+    var wasKilled: Bool { killed.withLock { $0 } }
 }

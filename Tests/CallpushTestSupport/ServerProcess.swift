@@ -3,40 +3,27 @@ import Foundation
 /// A long-running child process (a service under test): stdout and stderr go to files the
 /// test can read at any time (for a ready line, or to explain a failure), the exit status is
 /// awaited with a bound, and the process is killed when the test drops it.
-///
-/// `@unchecked Sendable`: `Process` is not marked Sendable, but the members used here
-/// (`isRunning`, `processIdentifier`) are safe from any thread once it runs.
-public final class ServerProcess: @unchecked Sendable {
-    public let process: Process
+public final class ServerProcess: Sendable {
+    private let child: SpawnedProcess
     private let directory: URL
-    private let exit = AsyncStream<Int32>.makeStream(bufferingPolicy: .bufferingNewest(1))
 
     /// Starts `executable` (a product name resolves next to the test bundle).
-    public init(_ executable: String, _ arguments: [String] = [], environment: [String: String]? = nil) throws {
+    public init(_ executable: String, _ arguments: [String] = [], environment: [String: String]? = nil) async throws {
         let path = executable.contains("/") ? executable : ChildProcess.productsDirectory.appendingPathComponent(executable).path
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        if let environment { process.environment = ChildProcess.withSanitizerSettings(environment) }
-        for name in ["stdout", "stderr"] {
-            _ = FileManager.default.createFile(atPath: directory.appendingPathComponent(name).path, contents: nil)
-        }
-        process.standardOutput = try FileHandle(forWritingTo: directory.appendingPathComponent("stdout"))
-        process.standardError = try FileHandle(forWritingTo: directory.appendingPathComponent("stderr"))
-        let continuation = exit.continuation
-        process.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
-        try process.run()
-        self.process = process
+        child = try await SpawnedProcess.start(path, arguments, environment: environment.map(ChildProcess.withSanitizerSettings),
+                                               stdout: directory.appendingPathComponent("stdout").path,
+                                               stderr: directory.appendingPathComponent("stderr").path)
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        child.signal(SIGKILL)
         try? FileManager.default.removeItem(at: directory)
     }
 
-    public var isRunning: Bool { process.isRunning }
+    public var processIdentifier: pid_t { child.pid }
+    public var isRunning: Bool { child.isRunning }
     public var stdout: String { (try? String(contentsOf: directory.appendingPathComponent("stdout"), encoding: .utf8)) ?? "" }
     public var stderr: String { (try? String(contentsOf: directory.appendingPathComponent("stderr"), encoding: .utf8)) ?? "" }
 
@@ -46,12 +33,13 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     public func signal(_ signal: Int32) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        child.signal(signal)
     }
 
-    /// The exit status, or nil if the process did not exit within `bound` (it is then killed).
+    /// The exit status (the signal's number if a signal ended it), or nil if the process did not
+    /// exit within `bound` (it is then killed).
     public func exitStatus(within bound: Duration) async -> Int32? {
-        let stream = exit.stream
+        let stream = child.exit
         let status = await withTaskGroup(of: Int32?.self) { group in
             group.addTask { for await code in stream { return code }; return nil }
             group.addTask { try? await Task.sleep(for: bound); return nil }
@@ -68,7 +56,7 @@ public final class ServerProcess: @unchecked Sendable {
         let deadline = ContinuousClock.now + bound
         while ContinuousClock.now < deadline {
             if await check() { return true }
-            guard process.isRunning else { return await check() }
+            guard isRunning else { return await check() }
             try? await Task.sleep(for: interval)
         }
         return false

@@ -15,7 +15,7 @@ import Testing
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "build the dispatch product first")
         var environment = try ConfigurationTests.environment()
         environment["CALLPUSH_DISPATCH_PORT"] = "http"
-        let process = try ServerProcess(Self.binary, environment: environment)
+        let process = try await ServerProcess(Self.binary, environment: environment)
         #expect(await process.exitStatus(within: .seconds(20)) == 2)
         #expect(process.stderr.contains("CALLPUSH_DISPATCH_PORT"))
     }
@@ -32,7 +32,7 @@ import Testing
         let metricsPort = TestPorts.free()
         environment["CALLPUSH_DISPATCH_METRICS_PORT"] = String(metricsPort)
         environment["CALLPUSH_DISPATCH_METRICS_HOST"] = "127.0.0.1"
-        let process = try ServerProcess(Self.binary, environment: environment)
+        let process = try await ServerProcess(Self.binary, environment: environment)
 
         let ready = await process.wait(upTo: .seconds(30), every: .milliseconds(200)) {
             (try? await TestHTTPClient.request(.GET, port: port, path: "/readyz", timeout: .seconds(2)))?.status == 200

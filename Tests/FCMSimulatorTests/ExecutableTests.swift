@@ -28,7 +28,7 @@ struct ExecutableTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let caPath = directory.appendingPathComponent("ca.pem").path
         let accountPath = directory.appendingPathComponent("sa.json").path
-        let process = try ServerProcess(try Self.binary(), [
+        let process = try await ServerProcess(try Self.binary(), [
             "--port", "0", "--admin-port", "0", "--write-ca", caPath, "--write-service-account", accountPath, "--project", "exe-test",
             "--log-level", "warning",
         ])

@@ -53,7 +53,7 @@ import FoundationNetworking
             "CALLPUSH_DRAIN_TIMEOUT_MS": "2000",
             "CALLPUSH_LOG_LEVEL": "info",
         ]
-        let process = try ServerProcess(Self.binary, environment: environment)
+        let process = try await ServerProcess(Self.binary, environment: environment)
 
         // Ready once it owns partitions.
         let ready = await process.wait(upTo: .seconds(60), every: .milliseconds(200)) {
@@ -85,7 +85,7 @@ import FoundationNetworking
 
     @Test func missingConfigurationExitsTwoNamingTheKey() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "build the push-worker product first")
-        let process = try ServerProcess(Self.binary, environment: ["CALLPUSH_APPS_FILE": "/nonexistent"])
+        let process = try await ServerProcess(Self.binary, environment: ["CALLPUSH_APPS_FILE": "/nonexistent"])
         let status = await process.exitStatus(within: .seconds(20))
         let message = process.stderr
         #expect(status == 2)

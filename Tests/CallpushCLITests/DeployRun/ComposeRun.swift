@@ -74,7 +74,7 @@ struct ComposeRun {
                     run.note("compose one-shot `\(name)` completed")
                 }
             } else {
-                try run.start(container, grace: grace)
+                try await run.start(container, grace: grace)
             }
         }
         try await waitUntilReady(services, addresses: addresses)

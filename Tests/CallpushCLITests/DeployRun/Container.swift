@@ -51,7 +51,7 @@ enum ContainerRuntime {
     static var available: Bool { geteuid() == 0 }
 
     /// Starts `spec`; `directory` holds its scratch mount points and `products` the built programs.
-    static func start(_ spec: ContainerSpec, dockerfile: DockerfileFacts, directory: URL, products: URL) throws -> ServerProcess {
+    static func start(_ spec: ContainerSpec, dockerfile: DockerfileFacts, directory: URL, products: URL) async throws -> ServerProcess {
         guard available else { throw DeployRunFailure("running containers needs root (mount namespaces, chroot, setpriv)") }
         let scratch = directory.appendingPathComponent("containers/\(spec.name)")
         let root = scratch.appendingPathComponent("root"), upper = scratch.appendingPathComponent("etc-overlay")
@@ -113,7 +113,7 @@ enum ContainerRuntime {
         script.append("exec /usr/sbin/chroot \"$R\" " + (privileges + ["--", "/usr/bin/env", "-i", "-C", quote(spec.workdir)]).joined(separator: " ")
                       + " " + environment.joined(separator: " ") + " " + spec.argv.map(quote).joined(separator: " "))
         try script.joined(separator: "\n").write(to: scratch.appendingPathComponent("start.sh"), atomically: true, encoding: .utf8)
-        return try ServerProcess("/usr/bin/unshare", ["--mount", "--uts", "--propagation", "private", "/bin/sh", scratch.appendingPathComponent("start.sh").path],
+        return try await ServerProcess("/usr/bin/unshare", ["--mount", "--uts", "--propagation", "private", "/bin/sh", scratch.appendingPathComponent("start.sh").path],
                                  environment: ["PATH": DockerfileFacts.basePath])
     }
 

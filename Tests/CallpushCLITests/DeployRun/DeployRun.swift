@@ -107,7 +107,7 @@ final class DeployRun: @unchecked Sendable {
 
     /// Runs a one-shot container to its end.
     func runToCompletion(_ spec: ContainerSpec, bound: Duration = .seconds(90)) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = try ContainerRuntime.start(spec, dockerfile: dockerfile, directory: directory, products: products)
+        let process = try await ContainerRuntime.start(spec, dockerfile: dockerfile, directory: directory, products: products)
         guard let status = await process.exitStatus(within: bound) else {
             throw DeployRunFailure("\(spec.name) did not finish within \(bound): \(process.stderrTail())")
         }
@@ -115,8 +115,8 @@ final class DeployRun: @unchecked Sendable {
     }
 
     /// Starts a long-running container; `grace` is how long the file lets it stop after SIGTERM.
-    func start(_ spec: ContainerSpec, grace: Duration) throws {
-        let process = try ContainerRuntime.start(spec, dockerfile: dockerfile, directory: directory, products: products)
+    func start(_ spec: ContainerSpec, grace: Duration) async throws {
+        let process = try await ContainerRuntime.start(spec, dockerfile: dockerfile, directory: directory, products: products)
         running.append((spec, process, grace))
     }
 

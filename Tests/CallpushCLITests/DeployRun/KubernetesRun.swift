@@ -63,7 +63,7 @@ struct KubernetesRun {
 
         // The pods, then their probes and metrics.
         for pod in pods {
-            try run.start(pod.container, grace: .seconds(pod.spec["terminationGracePeriodSeconds"].int ?? 30))
+            try await run.start(pod.container, grace: .seconds(pod.spec["terminationGracePeriodSeconds"].int ?? 30))
         }
         for pod in pods {
             for probe in ["startupProbe", "readinessProbe"] where !pod.containerValue[probe].isNull {
@@ -261,7 +261,7 @@ struct KubernetesRun {
             }
             break
         }
-        let process = try ServerProcess("apns-simulator", ["--host", address, "--port", "443", "--admin-port", "2198",
+        let process = try await ServerProcess("apns-simulator", ["--host", address, "--port", "443", "--admin-port", "2198",
                                                            "--cert", directory.appendingPathComponent("server-chain.pem").path,
                                                            "--key", directory.appendingPathComponent("server-key.pem").path,
                                                            "--environment", "production", "--log-level", "warning"] + keys,
