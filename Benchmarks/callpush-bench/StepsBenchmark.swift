@@ -15,6 +15,8 @@ struct StepsBenchmark: ParsableCommand {
     @Option(help: "Events to run through each step.") var events = 200_000
 
     func run() throws {
+        // First, while the heap has no free space of earlier steps to hide the growth in.
+        let dedupeMemory = Self.dedupeBytesPerDelivery(events)
         let now = Date()
         let documents = try (0..<events).map { _ in
             let ring = WorkerBenchmark.ring(callId: CallID.make(), token: String(repeating: "ab", count: 32), now: now)
@@ -70,5 +72,31 @@ struct StepsBenchmark: ParsableCommand {
             }
         }
         print(String(format: "all steps                         %6.2f µs", total))
+        print("dedupe memory per delivery        " + (dedupeMemory.map { "\($0) bytes" } ?? "n/a"))
+    }
+
+    /// The memory a dedupe store holds per remembered delivery (the growth of this process's
+    /// resident set while one fills): what a worker draining a backlog keeps for every ring of the
+    /// last minutes. Keys are made from fresh strings that nothing else keeps, as in the worker,
+    /// where the decoded event is gone once its delivery ends.
+    static func dedupeBytesPerDelivery(_ count: Int) -> Int? {
+        func heapBytes() -> Int {
+            guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+                  let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
+            return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+        }
+        let token = String(repeating: "ab", count: 32)
+        let deviceKey = DeviceKey.make(token: token)
+        let deadline = Date().addingTimeInterval(60)
+        let before = heapBytes()
+        var store = DedupeStore(retention: .seconds(600), capacity: count * 2)
+        for index in 0..<count {
+            // A fresh copy of the device key per delivery, as each decoded event has its own.
+            store.insert(DeliveryKey(callId: CallID.make(), deviceKey: String(deviceKey.utf8.map { Character(Unicode.Scalar($0)) }), replay: index & 1),
+                         ringDeadline: deadline)
+        }
+        let held = heapBytes() - before
+        precondition(store.count == count)
+        return held > 0 ? held / count : nil
     }
 }

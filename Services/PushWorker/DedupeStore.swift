@@ -16,6 +16,34 @@ public struct DeliveryKey: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(callId)/\(deviceKey.prefix(8))/r\(replay)" }
 }
 
+/// A delivery key as it is remembered: 128 bits of two keyed hashes of its fields (Swift's
+/// `Hasher`, seeded afresh by each process; the store lives in one process and is rebuilt from the
+/// status history by it). 16 bytes inline instead of two heap strings per entry — a worker draining
+/// a backlog remembers every delivery of the last minutes, and the strings were most of that memory.
+/// Two different deliveries share a digest with probability ~n²/2¹²⁹: nil for any real n.
+struct DeliveryDigest: Hashable, Sendable {
+    private let first: Int
+    private let second: Int
+
+    init(_ key: DeliveryKey) {
+        var a = Hasher()
+        a.combine(0 as UInt8)
+        a.combine(key.callId)
+        a.combine(key.deviceKey)
+        a.combine(key.replay)
+        var b = Hasher()
+        b.combine(1 as UInt8)
+        b.combine(key.callId)
+        b.combine(key.deviceKey)
+        b.combine(key.replay)
+        first = a.finalize()
+        second = b.finalize()
+    }
+
+    /// `first` is already a keyed hash of the whole key.
+    func hash(into hasher: inout Hasher) { hasher.combine(first) }
+}
+
 /// The deliveries one partition has already handled, so a re-delivered event (after a crash or a
 /// rebalance) is answered `duplicate` instead of ringing the phone again.
 ///
@@ -23,7 +51,7 @@ public struct DeliveryKey: Sendable, Hashable, CustomStringConvertible {
 /// forgotten `retention` after its ring deadline. A hard `capacity` bounds memory under any
 /// input; when full, the entries closest to expiry go first (O(log n) each, see `ExpiringSet`).
 public struct DedupeStore: Sendable {
-    private var entries: ExpiringSet<DeliveryKey>
+    private var entries: ExpiringSet<DeliveryDigest>
     public let retention: Duration
 
     public init(retention: Duration = .seconds(60), capacity: Int = 200_000) {
@@ -37,23 +65,23 @@ public struct DedupeStore: Sendable {
     public var evictedEarly: Int { entries.evicted }
 
     /// Whether `key` was already handled.
-    public func contains(_ key: DeliveryKey) -> Bool { entries.contains(key) }
+    public func contains(_ key: DeliveryKey) -> Bool { entries.contains(DeliveryDigest(key)) }
 
     /// Records `key` as handled until `ringDeadline` (+ retention). Returns false when it already was.
     @discardableResult
     public mutating func insert(_ key: DeliveryKey, ringDeadline: Date) -> Bool {
-        entries.insert(key, until: ringDeadline.addingTimeInterval(retention.seconds))
+        entries.insert(DeliveryDigest(key), until: ringDeadline.addingTimeInterval(retention.seconds))
     }
 
     /// Records `key` as handled until `date`: a delivery rebuilt from the status history, whose
     /// ring deadline the status does not carry.
     public mutating func remember(_ key: DeliveryKey, until date: Date) {
-        entries.insert(key, until: date)
+        entries.insert(DeliveryDigest(key), until: date)
     }
 
     /// Forgets `key` (its delivery was handed back without a durable outcome).
     public mutating func remove(_ key: DeliveryKey) {
-        entries.remove(key)
+        entries.remove(DeliveryDigest(key))
     }
 
     /// Forgets entries whose ring deadline is more than `retention` before `now`.
