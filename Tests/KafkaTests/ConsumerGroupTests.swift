@@ -82,8 +82,7 @@ struct ConsumerGroupTests {
     @Test("two members split the partitions; when one leaves the other takes over and nothing is lost")
     func splitAndTakeOver() async throws {
         try await withCluster { cluster in
-            let topic = TestSupport.unique("calls")
-            try cluster.createTopic(topic, partitions: 4)
+            let topic = try await makeTopic("calls", partitions: 4, on: cluster)
             let group = TestSupport.unique("workers")
             let configuration = TestSupport.consumerConfiguration(cluster, group: group, topics: [topic])
             let log = ProcessedLog()
@@ -103,8 +102,7 @@ struct ConsumerGroupTests {
                     tasks.addTask { try await process(b, name: "b", log: log) }
 
                     // Phase 1: both members consume.
-                    let first = (0..<400).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                    _ = try await producer.send(first).map { try $0.get() }
+                    try await producer.sendAll(KafkaProducerRecord.keyed(topic: topic, 0..<400))
                     try await withTimeout("both members consuming", seconds: 30) {
                         await log.wait { $0.isSuperset(of: Set(0..<400)) }
                     }
@@ -112,8 +110,7 @@ struct ConsumerGroupTests {
 
                     // Phase 2: b leaves; a takes over b's partitions.
                     await b.shutdown()
-                    let second = (400..<800).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                    _ = try await producer.send(second).map { try $0.get() }
+                    try await producer.sendAll(KafkaProducerRecord.keyed(topic: topic, 400..<800))
                     try await withTimeout("a taking over", seconds: 30) {
                         await log.wait { $0.isSuperset(of: Set(0..<800)) }
                     }
@@ -130,8 +127,7 @@ struct ConsumerGroupTests {
     @Test("a member joining: the revoked member's in-flight work finishes and is stored before the partition moves")
     func revokeOnJoinWaitsForInFlightWork() async throws {
         try await withCluster { cluster in
-            let topic = TestSupport.unique("slow")
-            try cluster.createTopic(topic, partitions: 2)
+            let topic = try await makeTopic("slow", partitions: 2, on: cluster)
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let log = ProcessedLog()
             let inFlight = InFlightTracker()
@@ -148,10 +144,7 @@ struct ConsumerGroupTests {
                 }),
                 logger: TestSupport.logger
             )
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                let records = (0..<60).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                _ = try await producer.send(records).map { try $0.get() }
-            }
+            try await produce(KafkaProducerRecord.keyed(topic: topic, 0..<60), on: cluster)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask {
                     try await process(a, name: "a", log: log) { message in
@@ -198,8 +191,7 @@ struct ConsumerGroupTests {
     @Test("a member leaving: its in-flight work finishes and is committed; the other member gets no finished work")
     func revokeOnLeaveHandsOverCleanly() async throws {
         try await withCluster { cluster in
-            let topic = TestSupport.unique("handover")
-            try cluster.createTopic(topic, partitions: 2)
+            let topic = try await makeTopic("handover", partitions: 2, on: cluster)
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let log = ProcessedLog()
             let inFlight = InFlightTracker()
@@ -221,10 +213,7 @@ struct ConsumerGroupTests {
                         await inFlight.end()
                     }
                 }
-                try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                    let records = (0..<40).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                    _ = try await producer.send(records).map { try $0.get() }
-                }
+                try await produce(KafkaProducerRecord.keyed(topic: topic, 0..<40), on: cluster)
                 try await withTimeout("a working", seconds: 30) {
                     await log.wait { $0.count >= 5 }
                 }
