@@ -88,9 +88,19 @@ let package = Package(
             ],
             path: "Shared/Kafka"
         ),
+        // What both push clients (APNs, FCM) need alike: shutdown drain bookkeeping, extra TLS
+        // trust roots, base64url for their JWTs.
+        .target(
+            name: "PushClientSupport",
+            dependencies: ["Locking",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Shared/PushClientSupport"
+        ),
         .target(
             name: "APNs",
-            dependencies: ["Locking", "APNsCore",
+            dependencies: ["Locking", "APNsCore", "PushClientSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
@@ -143,7 +153,7 @@ let package = Package(
         // FCM HTTP v1 client (Android rings): AsyncHTTPClient over HTTP/2, OAuth2 service-account tokens.
         .target(
             name: "FCM",
-            dependencies: ["Locking",
+            dependencies: ["Locking", "PushClientSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
