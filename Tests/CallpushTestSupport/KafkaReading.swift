@@ -20,3 +20,20 @@ public func readRecords(kafka: KafkaConfiguration, from assignments: [KafkaParti
     await consumer.shutdown()
     return messages
 }
+
+extension EmbeddedKafkaCluster {
+    /// Client settings that make the embedded cluster quick to test against: metadata refreshed
+    /// every second, short fetch waits, frequent auto-commits, fast reconnects.
+    public static let fastTestProperties = [
+        "topic.metadata.refresh.interval.ms": "1000",
+        "fetch.wait.max.ms": "20",
+        "auto.commit.interval.ms": "200",
+        "reconnect.backoff.ms": "50",
+        "reconnect.backoff.max.ms": "500",
+    ]
+
+    /// A client configuration for this cluster with ``fastTestProperties``.
+    public func fastTestConfiguration(clientID: String) -> KafkaConfiguration {
+        KafkaConfiguration(bootstrapServers: [bootstrapServers], clientID: clientID, properties: Self.fastTestProperties)
+    }
+}
