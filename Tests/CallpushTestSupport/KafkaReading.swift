@@ -37,3 +37,13 @@ extension EmbeddedKafkaCluster {
         KafkaConfiguration(bootstrapServers: [bootstrapServers], clientID: clientID, properties: Self.fastTestProperties)
     }
 }
+
+/// Stores `records` through a producer of its own, shut down afterwards; throws unless every
+/// record is acknowledged.
+public func storeRecords(_ records: [KafkaProducerRecord], producer configuration: KafkaProducerConfiguration,
+                         logger: Logger) async throws {
+    let producer = try KafkaProducer(configuration: configuration, logger: logger)
+    try await withShutdown(producer, shutdown: { await $0.shutdown() }) { producer in
+        _ = try await producer.send(records).map { try $0.get() }
+    }
+}

@@ -239,7 +239,7 @@ func makeTopic(
 /// Stores `records` on `cluster` through a producer of its own, failing unless each is acknowledged.
 func produce(_ records: [KafkaProducerRecord], on cluster: EmbeddedKafkaCluster) async throws {
     guard !records.isEmpty else { return }
-    try await produce(records, on: cluster)
+    try await storeRecords(records, producer: TestSupport.producerConfiguration(cluster), logger: TestSupport.logger)
 }
 
 extension KafkaConsumerMessage {
