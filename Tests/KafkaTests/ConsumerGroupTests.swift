@@ -137,22 +137,15 @@ struct ConsumerGroupTests {
             // A's revoke handler lets the blocked in-flight message finish, then waits for its store.
             let a = try KafkaConsumer(
                 configuration: configuration,
-                rebalanceHandler: KafkaRebalanceHandler(onRevoke: { _ in
-                    inFlightAtRevoke.insert(await inFlight.currentIDs.map(Int32.init))
-                    await gate.open()
-                    await inFlight.waitUntilIdle()
-                }),
+                rebalanceHandler: inFlight.revokeHandler(recordingInto: inFlightAtRevoke, first: { await gate.open() }),
                 logger: TestSupport.logger
             )
             try await produce(KafkaProducerRecord.keyed(topic: topic, 0..<60), on: cluster)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask {
-                    try await process(a, name: "a", log: log) { message in
-                        await inFlight.begin(message.id ?? -1)
+                    try await process(a, name: "a", log: log, tracking: inFlight) { _ in
                         await gate.pass()
                         try? await Task.sleep(for: .milliseconds(20))  // slow work
-                    } afterStore: {
-                        await inFlight.end()
                     }
                 }
                 try await withTimeout("a working", seconds: 30) {
@@ -197,20 +190,11 @@ struct ConsumerGroupTests {
             let inFlight = InFlightTracker()
             let revokedWhileBusy = LockedSet()
             let a = try KafkaConsumer(
-                configuration: configuration,
-                rebalanceHandler: KafkaRebalanceHandler(onRevoke: { _ in
-                    revokedWhileBusy.insert(await inFlight.currentIDs.map(Int32.init))
-                    await inFlight.waitUntilIdle()
-                }),
-                logger: TestSupport.logger
-            )
+                configuration: configuration, rebalanceHandler: inFlight.revokeHandler(recordingInto: revokedWhileBusy), logger: TestSupport.logger)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask {
-                    try await process(a, name: "a", log: log) { message in
-                        await inFlight.begin(message.id ?? -1)
+                    try await process(a, name: "a", log: log, tracking: inFlight) { _ in
                         try? await Task.sleep(for: .milliseconds(150))  // slow work
-                    } afterStore: {
-                        await inFlight.end()
                     }
                 }
                 try await produce(KafkaProducerRecord.keyed(topic: topic, 0..<40), on: cluster)
@@ -277,6 +261,33 @@ actor InFlightTracker {
     func waitUntilIdle() async {
         if active.isEmpty { return }
         await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    /// A revoke handler that records the ids in flight into `held`, runs `first`, then waits
+    /// until that work is finished and stored.
+    nonisolated func revokeHandler(recordingInto held: LockedSet, first: @escaping @Sendable () async -> Void = {}) -> KafkaRebalanceHandler {
+        KafkaRebalanceHandler(onRevoke: { _ in
+            held.insert(await self.currentIDs.map(Int32.init))
+            await first()
+            await self.waitUntilIdle()
+        })
+    }
+}
+
+/// ``process(_:name:log:work:afterStore:)`` with each message counted in flight by `inFlight`
+/// from before `work` until after its offset is stored.
+func process(
+    _ consumer: KafkaConsumer,
+    name: String,
+    log: ProcessedLog,
+    tracking inFlight: InFlightTracker,
+    work: @escaping @Sendable (KafkaConsumerMessage) async -> Void
+) async throws {
+    try await process(consumer, name: name, log: log) { message in
+        await inFlight.begin(message.id ?? -1)
+        await work(message)
+    } afterStore: {
+        await inFlight.end()
     }
 }
 
