@@ -81,8 +81,7 @@ func process(
 struct ConsumerGroupTests {
     @Test("two members split the partitions; when one leaves the other takes over and nothing is lost")
     func splitAndTakeOver() async throws {
-        try await withCluster { cluster in
-            let topic = try await makeTopic("calls", partitions: 4, on: cluster)
+        try await withTopic("calls", partitions: 4) { cluster, topic in
             let group = TestSupport.unique("workers")
             let configuration = TestSupport.consumerConfiguration(cluster, group: group, topics: [topic])
             let log = ProcessedLog()
@@ -126,8 +125,7 @@ struct ConsumerGroupTests {
 
     @Test("a member joining: the revoked member's in-flight work finishes and is stored before the partition moves")
     func revokeOnJoinWaitsForInFlightWork() async throws {
-        try await withCluster { cluster in
-            let topic = try await makeTopic("slow", partitions: 2, on: cluster)
+        try await withTopic("slow", partitions: 2) { cluster, topic in
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let log = ProcessedLog()
             let inFlight = InFlightTracker()
@@ -183,8 +181,7 @@ struct ConsumerGroupTests {
 
     @Test("a member leaving: its in-flight work finishes and is committed; the other member gets no finished work")
     func revokeOnLeaveHandsOverCleanly() async throws {
-        try await withCluster { cluster in
-            let topic = try await makeTopic("handover", partitions: 2, on: cluster)
+        try await withTopic("handover", partitions: 2) { cluster, topic in
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let log = ProcessedLog()
             let inFlight = InFlightTracker()

@@ -19,8 +19,7 @@ extension Range where Bound == Int32 {
 struct FaultedPublishTests {
     @Test("every record acknowledged with an offset through a broker outage longer than the delivery timeout is stored")
     func outageLongerThanDeliveryTimeout() async throws {
-        try await withCluster { cluster in
-            let topic = try await makeTopic("outage", partitions: 6, on: cluster)
+        try await withTopic("outage", partitions: 6) { cluster, topic in
             for partition in 0..<Int32(6) { try cluster.setPartitionLeader(topic: topic, partition: partition, broker: partition % 3 + 1) }
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.deliveryTimeout = .seconds(3)

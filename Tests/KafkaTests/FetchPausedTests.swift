@@ -7,8 +7,7 @@ import Testing
 struct FetchPausedTests {
     @Test("while back-pressure pauses fetching, isFetchPaused says so and only the broker knows the real end")
     func backpressurePauseIsVisible() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("lag", partitions: 1, on: cluster)
+        try await withTopic("lag", partitions: 1, brokers: 1) { cluster, topic in
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
                 try await producer.sendAll((0..<200).map { KafkaProducerRecord.numbered(topic: topic, $0) })
                 var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("lag"), topics: [topic])
@@ -38,8 +37,7 @@ struct FetchPausedTests {
 
     @Test("a partition the application paused is fetch-paused until resumed; others are not")
     func applicationPauseIsVisible() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("paused", partitions: 2, on: cluster)
+        try await withTopic("paused", partitions: 2, brokers: 1) { cluster, topic in
             let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
             try await consumer.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: 2))
             let zero = KafkaTopicPartition(topic: topic, partition: 0)

@@ -108,8 +108,7 @@ struct HistoryReaderTests {
 
     @Test("oldest first with follow: the history, then new messages, until the handler stops")
     func followsNewMessages() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("history-follow", partitions: 2, on: cluster)
+        try await withTopic("history-follow", partitions: 2, brokers: 1) { cluster, topic in
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
                 try await producer.sendAll(Self.records(topic, 0..<5, partition: 0))
                 // The new message is written once the history has been handed over, however long that takes.

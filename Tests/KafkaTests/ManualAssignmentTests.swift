@@ -6,8 +6,7 @@ import Testing
 struct ManualAssignmentTests {
     @Test("offsets-for-times + manual assignment read a partition from a timestamp to the high watermark")
     func readFromTimestampToEnd() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("status", partitions: 2, on: cluster)
+        try await withTopic("status", partitions: 2, brokers: 1) { cluster, topic in
             let base: Int64 = 1_700_000_000_000
             // Partition 1: 10 old records, then 15 newer ones; partition 0 gets noise.
             var records: [KafkaProducerRecord] = []
@@ -48,8 +47,7 @@ struct ManualAssignmentTests {
 
     @Test("the cached high watermark is unknown before the first fetch and follows the partition's end after")
     func cachedHighWatermarkFollowsFetches() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("watermark", partitions: 2, on: cluster)
+        try await withTopic("watermark", partitions: 2, brokers: 1) { cluster, topic in
             func produce(_ numbers: Range<Int>) async throws {
                 try await produce(KafkaProducerRecord.numbered(topic: topic, numbers, partition: { _ in 1 }), on: cluster)
             }
@@ -71,8 +69,7 @@ struct ManualAssignmentTests {
 
     @Test("storing an offset for a partition that is not assigned is a typed not-assigned error")
     func storeUnassigned() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("store", partitions: 1, on: cluster)
+        try await withTopic("store", partitions: 1, brokers: 1) { cluster, topic in
             let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
             let error = #expect(throws: KafkaError.self) {
                 try consumer.store(topic: topic, partition: 0, offset: 1)

@@ -7,8 +7,7 @@ import Testing
 struct ProducerTests {
     @Test("a broker going down and up during production loses and duplicates nothing")
     func brokerDownUpExactlyOnce() async throws {
-        try await withCluster { cluster in
-            let topic = try await makeTopic("flaky", partitions: 3, on: cluster)
+        try await withTopic("flaky", partitions: 3) { cluster, topic in
             let count = 2000
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.kafka.properties["reconnect.backoff.ms"] = "20"
@@ -50,8 +49,7 @@ struct ProducerTests {
 
     @Test("with a tiny local queue, many sends wait for room instead of failing")
     func backPressure() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("pressure", partitions: 2, on: cluster)
+        try await withTopic("pressure", partitions: 2, brokers: 1) { cluster, topic in
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.maxQueuedMessages = 10
             try cluster.setBrokerRoundTripTime(1, .milliseconds(20))
@@ -85,8 +83,7 @@ struct ProducerTests {
 
     @Test("retriable produce errors are survived; a non-retriable one is a typed error")
     func requestErrorInjection() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("errors", partitions: 1, on: cluster)
+        try await withTopic("errors", partitions: 1, brokers: 1) { cluster, topic in
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
                 try await withTimeout("error injection", seconds: 40) {
                     // Warm up: connection, metadata and producer id are in place.
@@ -115,8 +112,7 @@ struct ProducerTests {
 
     @Test("a record larger than the broker accepts is rejected at once (not retried), others still go through")
     func oversizedRecord() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("big", partitions: 1, on: cluster)
+        try await withTopic("big", partitions: 1, brokers: 1) { cluster, topic in
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.kafka.properties["message.max.bytes"] = "10000"
             try await withProducer(configuration) { producer in

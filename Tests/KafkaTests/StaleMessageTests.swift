@@ -11,8 +11,7 @@ import Testing
 struct StaleMessageTests {
     @Test("a message held across revoke and re-assignment is stale: not current, its offset refused; the partition starts again below it")
     func heldMessageIsStaleAfterReassignment() async throws {
-        try await withCluster { cluster in
-            let topic = try await makeTopic("held", partitions: 2, on: cluster)
+        try await withTopic("held", partitions: 2) { cluster, topic in
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let assignments = Locked<[[Int32]]>([])
             let a = try KafkaConsumer(

@@ -52,8 +52,7 @@ struct StartOffsetTests {
     private func withStoredMessages(
         _ body: (EmbeddedKafkaCluster, KafkaConsumer, String) async throws -> Void
     ) async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("times", partitions: 1, on: cluster)
+        try await withTopic("times", partitions: 1, brokers: 1) { cluster, topic in
             try await produce((0..<5).map { KafkaProducerRecord.numbered(topic: topic, $0) }, on: cluster)
             try await withConsumer(TestSupport.manualConsumerConfiguration(cluster)) { consumer in
                 // Connections and metadata first, so injected errors hit the requests under test.

@@ -95,6 +95,19 @@ func withCluster<T: Sendable>(
     return try await withShutdown(cluster, shutdown: { await $0.shutdown() }, body)
 }
 
+/// Starts an embedded cluster with a fresh topic (named `prefix` and a unique suffix), runs
+/// `body`, and always shuts the cluster down.
+func withTopic<T: Sendable>(
+    _ prefix: String,
+    partitions: Int,
+    brokers: Int = 3,
+    _ body: (EmbeddedKafkaCluster, String) async throws -> T
+) async throws -> T {
+    try await withCluster(brokers: brokers) { cluster in
+        try await body(cluster, try await makeTopic(prefix, partitions: partitions, on: cluster))
+    }
+}
+
 /// Creates a producer, runs `body`, and always shuts the producer down.
 /// `deadlines`: the sweeper its bounded sends use (a test's own, to count only this producer's).
 func withProducer<T: Sendable>(
