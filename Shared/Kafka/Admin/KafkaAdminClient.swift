@@ -1,4 +1,3 @@
-import CRdKafka
 import Logging
 import Synchronization
 
@@ -25,8 +24,7 @@ public final class KafkaAdminClient: Sendable {
         var properties = KafkaPropertyScope.forProducer(configuration.rawProperties)
         // Fail fast on an unreachable cluster instead of reconnecting for long.
         properties["reconnect.backoff.max.ms"] = properties["reconnect.backoff.max.ms"] ?? "1000"
-        self.client = try RDKafkaClient.create(
-            type: RD_KAFKA_PRODUCER, properties: properties, logger: logger, delegate: nil, servesMainQueue: false)
+        self.client = try RDKafkaClient.admin(properties: properties, logger: logger)
     }
 
     /// Asks the cluster for its brokers and topics, waiting at most `timeout`.
@@ -64,10 +62,6 @@ public final class KafkaAdminClient: Sendable {
 
     /// Whether `error` means no broker could be reached in time.
     public static func isUnreachable(_ error: KafkaError) -> Bool {
-        let codes: Set<Int32> = [
-            RD_KAFKA_RESP_ERR__TRANSPORT.rawValue, RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue,
-            RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue, RD_KAFKA_RESP_ERR__RESOLVE.rawValue,
-        ]
-        return error.rdKafkaCode.map(codes.contains) ?? (error.code == .timeout)
+        error.rdKafkaCode.map(KafkaError.unreachableCodes.contains) ?? (error.code == .timeout)
     }
 }
