@@ -70,6 +70,56 @@ enum RDKafkaOffsets {
     }
 }
 
+/// What a broker answered to a timestamp lookup (ListOffsets with a timestamp).
+enum TimestampLookup: Equatable {
+    /// The first offset whose timestamp is at or after the one asked for.
+    case offset(Int64)
+    /// No message at or after the timestamp (a real broker answers offset -1).
+    case none
+    /// The broker said it cannot look up timestamps (`UNSUPPORTED_FOR_MESSAGE_FORMAT`:
+    /// pre-0.10 message format; `UNSUPPORTED_VERSION` / `_UNSUPPORTED_FEATURE`: no ListOffsets v1).
+    case unsupported(rd_kafka_resp_err_t)
+
+    /// Error codes meaning "this broker cannot look up timestamps".
+    static let unsupportedCodes: Set<rd_kafka_resp_err_t> = [
+        RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION,
+        RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE,
+    ]
+
+    /// The librdkafka name of an error code (for logs).
+    static func name(of err: rd_kafka_resp_err_t) -> String { String(cString: rd_kafka_err2name(err)) }
+
+    /// An ``unsupported(_:)`` answer's code as the error of a caller that needs an offset.
+    static func error(_ err: rd_kafka_resp_err_t, context: String) -> KafkaError {
+        KafkaError(rdKafka: err, context: context)
+    }
+}
+
+extension RDKafkaOffsets {
+    /// `rd_kafka_offsets_for_times` for one partition (blocking, at most `timeoutMs`), classified;
+    /// errors other than "unsupported" fail.
+    static func lookUpTimestamp(
+        _ handle: OpaquePointer, topic: String, partition: Int32, _ timestampMilliseconds: Int64, timeoutMs: Int32
+    ) -> Result<TimestampLookup, KafkaError> {
+        let list = RDKafkaTopicPartitionList()
+        list.add(topic: topic, partition: partition, offset: timestampMilliseconds)
+        let callErr = rd_kafka_offsets_for_times(handle, list.pointer, timeoutMs)
+        // On a partition error the call returns it (the first one) and leaves the list as it was.
+        var err = callErr
+        var offset: Int64 = -1
+        if let element = list.elements.first {
+            if callErr == RD_KAFKA_RESP_ERR_NO_ERROR { err = element.err }
+            offset = element.offset
+        }
+        if TimestampLookup.unsupportedCodes.contains(err) { return .success(.unsupported(err)) }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(rdKafka: err, context: "offsets for times \(topic)[\(partition)]"))
+        }
+        return .success(offset >= 0 ? .offset(offset) : .none)
+    }
+}
+
 extension KafkaError {
     /// Wraps a librdkafka response error code given as its raw value.
     init(rdKafkaCode code: Int32, context: String? = nil) {
