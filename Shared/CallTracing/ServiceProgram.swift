@@ -17,10 +17,10 @@ public enum ServiceProgram {
     ///   - services: builds the program's services.
     public static func run<Settings>(
         _ name: String,
-        load: () throws -> Settings,
-        warnings: (Settings) -> [String],
-        isConfigurationError: (any Error) -> Bool,
-        services: (Settings, Logger, CallTracing) throws -> [any Service]
+        load: @Sendable () throws -> Settings,
+        warnings: @Sendable (Settings) -> [String],
+        isConfigurationError: @Sendable (any Error) -> Bool,
+        services: @Sendable (Settings, Logger, CallTracing) throws -> [any Service]
     ) async -> Never {
         let label = "callpush.\(name)"
         let level = ProcessInfo.processInfo.environment["CALLPUSH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info

@@ -48,10 +48,10 @@ struct ManualAssignmentTests {
     @Test("the cached high watermark is unknown before the first fetch and follows the partition's end after")
     func cachedHighWatermarkFollowsFetches() async throws {
         try await withTopic("watermark", partitions: 2, brokers: 1) { cluster, topic in
-            func produce(_ numbers: Range<Int>) async throws {
+            func produceToPartition1(_ numbers: Range<Int>) async throws {
                 try await produce(KafkaProducerRecord.numbered(topic: topic, numbers, partition: { _ in 1 }), on: cluster)
             }
-            try await produce(0..<25)
+            try await produceToPartition1(0..<25)
             try await withConsumer(TestSupport.manualConsumerConfiguration(cluster)) { consumer in
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == nil, "nothing fetched yet")
                 try await consumer.assign([KafkaPartitionAssignment(topic: topic, partition: 1, start: .beginning)])
@@ -59,7 +59,7 @@ struct ManualAssignmentTests {
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == 25)
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 0) == nil, "not assigned")
 
-                try await produce(25..<40)
+                try await produceToPartition1(25..<40)
                 let more = try await consume(consumer, seconds: 20) { $0.count >= 15 }
                 #expect(more.map(\.offset) == Array(25..<40))
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == 40)
