@@ -29,12 +29,9 @@ public final class KafkaAdminClient: Sendable {
 
     /// Asks the cluster for its brokers and topics, waiting at most `timeout`.
     public func describeCluster(timeout: Duration = .seconds(10)) async throws(KafkaError) -> KafkaClusterDescription {
-        guard handleGuard.enter() else { throw KafkaError.shutdown("admin client") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let result = await BlockingCall.run("kafka-admin.metadata") { RDKafkaAdmin.metadata(handle.pointer, timeoutMs: timeoutMs) }
-        handleGuard.leave()
-        return try result.get()
+        try await handleGuard.blockingCall("kafka-admin.metadata", on: client, owner: "admin client", timeout: timeout) {
+            RDKafkaAdmin.metadata($0, timeoutMs: $1)
+        }
     }
 
     /// Creates `topics`; returns the broker's answer per topic (an existing topic answers
@@ -43,14 +40,9 @@ public final class KafkaAdminClient: Sendable {
     /// - Throws: ``KafkaError`` when the request as a whole failed (unreachable, unsupported, timeout).
     public func createTopics(_ topics: [KafkaNewTopic], timeout: Duration = .seconds(30)) async throws(KafkaError) -> [KafkaTopicCreationResult] {
         guard !topics.isEmpty else { return [] }
-        guard handleGuard.enter() else { throw KafkaError.shutdown("admin client") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let result = await BlockingCall.run("kafka-admin.create-topics") {
-            RDKafkaAdmin.createTopics(handle.pointer, topics, timeoutMs: timeoutMs)
+        return try await handleGuard.blockingCall("kafka-admin.create-topics", on: client, owner: "admin client", timeout: timeout) {
+            RDKafkaAdmin.createTopics($0, topics, timeoutMs: $1)
         }
-        handleGuard.leave()
-        return try result.get()
     }
 
     /// Destroys the client (bounded). Safe to call more than once.

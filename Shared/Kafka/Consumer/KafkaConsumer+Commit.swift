@@ -22,13 +22,8 @@ extension KafkaConsumer {
         timeout: Duration = .seconds(10)
     ) async throws(KafkaError) -> [KafkaTopicPartition: Int64?] {
         guard !partitions.isEmpty else { return [:] }
-        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let result = await BlockingCall.run("kafka-consumer.committed") {
-            RDKafkaOffsets.committed(handle.pointer, partitions, timeoutMs: timeoutMs)
+        return try await handleGuard.blockingCall("kafka-consumer.committed", on: client, owner: "consumer", timeout: timeout) {
+            RDKafkaOffsets.committed($0, partitions, timeoutMs: $1)
         }
-        handleGuard.leave()
-        return try result.get()
     }
 }

@@ -80,14 +80,9 @@ extension KafkaConsumer {
         partition: Int32,
         timeout: Duration = .seconds(10)
     ) async throws(KafkaError) -> KafkaWatermarks {
-        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let result = await BlockingCall.run("kafka-consumer.watermarks") {
-            RDKafkaOffsets.queryWatermarks(handle.pointer, topic: topic, partition: partition, timeoutMs: timeoutMs)
+        try await handleGuard.blockingCall("kafka-consumer.watermarks", on: client, owner: "consumer", timeout: timeout) {
+            RDKafkaOffsets.queryWatermarks($0, topic: topic, partition: partition, timeoutMs: $1)
         }
-        handleGuard.leave()
-        return try result.get()
     }
 
     /// Waits for the next batch of messages (iterator support). Cancelling the waiting

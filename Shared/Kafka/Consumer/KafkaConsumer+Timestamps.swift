@@ -72,13 +72,8 @@ extension KafkaConsumer {
         _ timestampMilliseconds: Int64,
         timeout: Duration
     ) async throws(KafkaError) -> TimestampLookup {
-        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let result = await BlockingCall.run("kafka-consumer.offsets-for-times") {
-            RDKafkaOffsets.lookUpTimestamp(handle.pointer, topic: topic, partition: partition, timestampMilliseconds, timeoutMs: timeoutMs)
+        try await handleGuard.blockingCall("kafka-consumer.offsets-for-times", on: client, owner: "consumer", timeout: timeout) {
+            RDKafkaOffsets.lookUpTimestamp($0, topic: topic, partition: partition, timestampMilliseconds, timeoutMs: $1)
         }
-        handleGuard.leave()
-        return try result.get()
     }
 }
