@@ -7,6 +7,35 @@ import PackageDescription
 // has the OTLP exporter.
 let withOTLP = Context.environment["CALLPUSH_WITHOUT_OTLP"] == nil
 
+// The products of the package dependencies, each named once.
+extension Target.Dependency {
+    static let logging: Self = .product(name: "Logging", package: "swift-log")
+    static let serviceLifecycle: Self = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+    static let nioCore: Self = .product(name: "NIOCore", package: "swift-nio")
+    static let crypto: Self = .product(name: "Crypto", package: "swift-crypto")
+    static let nioPosix: Self = .product(name: "NIOPosix", package: "swift-nio")
+    static let nioSSL: Self = .product(name: "NIOSSL", package: "swift-nio-ssl")
+    static let hummingbird: Self = .product(name: "Hummingbird", package: "hummingbird")
+    static let argumentParser: Self = .product(name: "ArgumentParser", package: "swift-argument-parser")
+    static let tracing: Self = .product(name: "Tracing", package: "swift-distributed-tracing")
+    static let nioHTTP1: Self = .product(name: "NIOHTTP1", package: "swift-nio")
+    static let nioHPACK: Self = .product(name: "NIOHPACK", package: "swift-nio-http2")
+    static let asyncHTTPClient: Self = .product(name: "AsyncHTTPClient", package: "async-http-client")
+    static let cryptoExtras: Self = .product(name: "_CryptoExtras", package: "swift-crypto")
+    static let heapModule: Self = .product(name: "HeapModule", package: "swift-collections")
+    static let x509: Self = .product(name: "X509", package: "swift-certificates")
+    static let swiftASN1: Self = .product(name: "SwiftASN1", package: "swift-asn1")
+    static let prometheus: Self = .product(name: "Prometheus", package: "swift-prometheus")
+    static let nioTLS: Self = .product(name: "NIOTLS", package: "swift-nio")
+    static let nioHTTP2: Self = .product(name: "NIOHTTP2", package: "swift-nio-http2")
+    static let hummingbirdCore: Self = .product(name: "HummingbirdCore", package: "hummingbird")
+    static let dequeModule: Self = .product(name: "DequeModule", package: "swift-collections")
+    static let otel: Self = .product(name: "OTel", package: "swift-otel")
+    static let nioHTTPTypes: Self = .product(name: "NIOHTTPTypes", package: "swift-nio-extras")
+    static let httpTypes: Self = .product(name: "HTTPTypes", package: "swift-http-types")
+    static let subprocess: Self = .product(name: "Subprocess", package: "swift-subprocess")
+}
+
 let package = Package(
     name: "callpush",
     platforms: [.macOS(.v15)],
@@ -72,7 +101,7 @@ let package = Package(
             name: "CallpushCore",
             dependencies: [
                 "CallContract",
-                .product(name: "Crypto", package: "swift-crypto"),
+                .crypto,
             ],
             path: "Shared/CallpushCore"
         ),
@@ -83,49 +112,59 @@ let package = Package(
             name: "Kafka",
             dependencies: ["Locking",
                 "CRdKafka", "CThreadsTSanShim",
-                .product(name: "HeapModule", package: "swift-collections"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .heapModule,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Shared/Kafka"
         ),
+        // What both push clients (APNs, FCM) need alike: shutdown drain bookkeeping, extra TLS
+        // trust roots, base64url for their JWTs.
+        .target(
+            name: "PushClientSupport",
+            dependencies: ["Locking",
+                .nioCore,
+                .nioSSL,
+            ],
+            path: "Shared/PushClientSupport"
+        ),
         .target(
             name: "APNs",
-            dependencies: ["Locking", "APNsCore",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            dependencies: ["Locking", "APNsCore", "PushClientSupport",
+                .nioCore,
+                .nioHTTP2,
+                .nioHPACK,
+                .nioPosix,
+                .nioTLS,
+                .nioSSL,
+                .crypto,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Shared/APNs"
         ),
         .target(
             name: "HTTP2Wire",
             dependencies: [
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .nioCore,
+                .nioHPACK,
             ],
             path: "Shared/HTTP2Wire"
         ),
         .target(
             name: "APNsSimulator",
             dependencies: ["Locking", "APNsCore", "HTTP2Wire", "SimulatorSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .nioCore,
+                .nioPosix,
+                .nioSSL,
+                .crypto,
+                .nioHPACK,
+                .nioHTTP1,
+                .x509,
+                .swiftASN1,
+                .hummingbird,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Shared/APNsSimulator"
         ),
@@ -134,43 +173,43 @@ let package = Package(
         .target(
             name: "SimulatorSupport",
             dependencies: [
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .nioSSL,
+                .crypto,
+                .x509,
+                .swiftASN1,
             ],
             path: "Shared/SimulatorSupport"
         ),
         // FCM HTTP v1 client (Android rings): AsyncHTTPClient over HTTP/2, OAuth2 service-account tokens.
         .target(
             name: "FCM",
-            dependencies: ["Locking",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            dependencies: ["Locking", "PushClientSupport",
+                .asyncHTTPClient,
+                .nioCore,
+                .nioPosix,
+                .nioHTTP1,
+                .nioSSL,
+                .crypto,
+                .cryptoExtras,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Shared/FCM"
         ),
         .target(
             name: "FCMSimulator",
             dependencies: ["Locking", "SimulatorSupport", "HTTP2Wire",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .hummingbird,
+                .hummingbirdCore,
+                .nioTLS,
+                .nioHPACK,
+                .nioCore,
+                .nioPosix,
+                .nioSSL,
+                .crypto,
+                .cryptoExtras,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Shared/FCMSimulator"
         ),
@@ -180,11 +219,11 @@ let package = Package(
         .target(
             name: "CallTracing",
             dependencies: ["Kafka", "CallpushCore", "Locking",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ] + (withOTLP ? [.product(name: "OTel", package: "swift-otel")] : []),
+                .tracing,
+                .hummingbird,
+                .logging,
+                .serviceLifecycle,
+            ] + (withOTLP ? [.otel] : []),
             path: "Shared/CallTracing",
             swiftSettings: withOTLP ? [.define("CALLPUSH_OTLP")] : []
         ),
@@ -194,13 +233,13 @@ let package = Package(
             name: "PushWorker",
             dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka", "APNs", "FCM", "CallTracing",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "DequeModule", package: "swift-collections"),
-                .product(name: "HeapModule", package: "swift-collections"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .tracing,
+                .dequeModule,
+                .heapModule,
+                .prometheus,
+                .hummingbird,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Services/PushWorker"
         ),
@@ -209,22 +248,22 @@ let package = Package(
             name: "DispatchService",
             dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka", "CallTracing",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "DequeModule", package: "swift-collections"),
-                .product(name: "HeapModule", package: "swift-collections"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .tracing,
+                .dequeModule,
+                .heapModule,
+                .prometheus,
+                .hummingbird,
+                .hummingbirdCore,
+                .nioCore,
+                .nioPosix,
+                .nioHTTP1,
+                .nioHTTPTypes,
+                .nioSSL,
+                .httpTypes,
+                .asyncHTTPClient,
+                .crypto,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Services/DispatchService"
         ),
@@ -233,15 +272,15 @@ let package = Package(
             name: "CallpushCLI",
             dependencies: ["Locking",
                 "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "PushWorker", "DispatchService", "CallTracing",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .tracing,
+                .hummingbird,
+                .argumentParser,
+                .logging,
+                .serviceLifecycle,
+                .nioCore,
+                .nioPosix,
+                .nioHTTP1,
+                .nioSSL,
             ],
             path: "Services/CallpushCLI"
         ),
@@ -250,10 +289,10 @@ let package = Package(
         .target(
             name: "SimulatorCommand",
             dependencies: [
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .argumentParser,
+                .logging,
+                .nioPosix,
+                .serviceLifecycle,
             ],
             path: "Services/SimulatorCommand"
         ),
@@ -261,15 +300,15 @@ let package = Package(
         // MARK: Programs (thin mains)
         .executableTarget(
             name: "callpush",
-            dependencies: ["CallpushCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["CallpushCLI", .argumentParser],
             path: "Services/callpush"
         ),
         .executableTarget(
             name: "push-worker",
             dependencies: [
                 "PushWorker", "CallpushCore", "CallTracing",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Services/push-worker"
         ),
@@ -278,8 +317,8 @@ let package = Package(
             name: "dispatch-main",
             dependencies: [
                 "DispatchService", "CallTracing",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Services/dispatch"
         ),
@@ -287,9 +326,9 @@ let package = Package(
             name: "apns-simulator",
             dependencies: [
                 "APNsSimulator", "SimulatorCommand",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .argumentParser,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Services/apns-simulator"
         ),
@@ -297,9 +336,9 @@ let package = Package(
             name: "fcm-simulator",
             dependencies: [
                 "FCMSimulator", "SimulatorCommand",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .argumentParser,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Services/fcm-simulator"
         ),
@@ -308,12 +347,12 @@ let package = Package(
             dependencies: ["Locking", "ProcessStack",
                 "Kafka", "APNs", "APNsSimulator", "CallContract", "CallpushCore", "PushWorker", "DispatchService",
                 "FCM", "FCMSimulator",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .asyncHTTPClient,
+                .nioCore,
+                .nioPosix,
+                .argumentParser,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Benchmarks/callpush-bench"
         ),
@@ -322,7 +361,7 @@ let package = Package(
         // samples: what the campaign and the process benchmarks (`callpush-bench drain`) share.
         .target(
             name: "ProcessStack",
-            dependencies: ["Locking", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["Locking", .crypto],
             path: "Benchmarks/ProcessStack"
         ),
 
@@ -330,9 +369,9 @@ let package = Package(
             name: "callpush-campaign",
             dependencies: ["Locking", "ProcessStack",
                 "Kafka", "CallContract", "FCMSimulator",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+                .crypto,
+                .argumentParser,
+                .logging,
             ],
             path: "Benchmarks/callpush-campaign"
         ),
@@ -343,9 +382,9 @@ let package = Package(
             name: "CallpushTestSupport",
             dependencies: ["Locking",
                 "Kafka",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Subprocess", package: "swift-subprocess"),
+                .logging,
+                .serviceLifecycle,
+                .subprocess,
             ],
             path: "Tests/CallpushTestSupport"
         ),
@@ -354,24 +393,24 @@ let package = Package(
         .testTarget(
             name: "CallTracingTests",
             dependencies: ["CallTracing", "Kafka", "CallpushCore",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Logging", package: "swift-log"),
+                .tracing,
+                .logging,
             ],
             path: "Tests/CallTracingTests"
         ),
         .testTarget(
             name: "PushWorkerTests",
             dependencies: ["Locking", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "CallpushTestSupport",
-                           "CallTracing", .product(name: "Tracing", package: "swift-distributed-tracing")],
+                           "CallTracing", .tracing],
             path: "Tests/PushWorkerTests"
         ),
         .testTarget(
             name: "CallpushCLITests",
             dependencies: ["Locking",
                 "CallpushCLI", "Kafka", "CallContract", "APNsSimulator", "FCMSimulator", "CallpushTestSupport", "CallTracing",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Hummingbird", package: "hummingbird"),
+                .argumentParser,
+                .serviceLifecycle,
+                .hummingbird,
             ],
             path: "Tests/CallpushCLITests"
         ),
@@ -380,16 +419,16 @@ let package = Package(
             dependencies: ["Locking",
                 "DispatchService", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "CallpushTestSupport",
                 "CallTracing",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .tracing,
+                .hummingbird,
+                .asyncHTTPClient,
+                .nioSSL,
+                .nioCore,
+                .nioPosix,
+                .nioHTTP1,
+                .crypto,
+                .logging,
+                .serviceLifecycle,
             ],
             path: "Tests/DispatchTests"
         ),
@@ -399,8 +438,8 @@ let package = Package(
             name: "HTTP2WireTests",
             dependencies: [
                 "HTTP2Wire", "CallpushTestSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .nioCore,
+                .nioHPACK,
             ],
             path: "Tests/HTTP2WireTests"
         ),
@@ -408,13 +447,13 @@ let package = Package(
             name: "APNsSimulatorTests",
             dependencies: ["Locking",
                 "APNsSimulator", "APNs", "CallpushTestSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
+                .nioCore,
+                .nioPosix,
+                .nioSSL,
+                .nioHTTP2,
+                .nioHPACK,
+                .crypto,
+                .logging,
             ],
             path: "Tests/APNsSimulatorTests",
             exclude: ["aioapns"]
@@ -422,26 +461,26 @@ let package = Package(
         .testTarget(
             name: "FCMTests",
             dependencies: ["Locking", "FCM", "FCMSimulator", "CallpushTestSupport",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
+                .asyncHTTPClient,
+                .nioCore,
+                .nioPosix,
+                .crypto,
+                .cryptoExtras,
+                .logging,
             ],
             path: "Tests/FCMTests"
         ),
         .testTarget(
             name: "FCMSimulatorTests",
             dependencies: ["FCMSimulator", "CallpushTestSupport",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
+                .asyncHTTPClient,
+                .nioCore,
+                .nioHTTP1,
+                .nioPosix,
+                .nioSSL,
+                .crypto,
+                .cryptoExtras,
+                .logging,
             ],
             path: "Tests/FCMSimulatorTests",
             exclude: ["firebase_admin"]

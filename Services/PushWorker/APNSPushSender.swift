@@ -13,8 +13,7 @@ public struct APNSPushSender: VoIPPushSending {
     }
 
     public func send(_ push: VoIPPush) async -> PushAttempt {
-        let remaining = push.deadline.timeIntervalSinceNow
-        guard remaining > 0 else {
+        guard let timeLeft = push.timeLeft else {
             return PushAttempt(disposition: .retry, reason: "deadline-passed", apnsID: push.apnsID)
         }
         let request = APNSVoIPPush(
@@ -22,7 +21,7 @@ public struct APNSPushSender: VoIPPushSending {
             environment: push.environment ?? .sandbox,
             payload: push.payload, expiration: .at(push.expiration),
             apnsID: Self.uuid(push.apnsID) ?? UUID.randomVersion4(),
-            timeout: .milliseconds(Int64(remaining * 1000)))
+            timeout: timeLeft)
         let outcome = await client.send(request)
         return PushAttempt(
             disposition: outcome.disposition,

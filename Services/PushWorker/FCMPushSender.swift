@@ -13,8 +13,7 @@ public struct FCMPushSender: VoIPPushSending {
     }
 
     public func send(_ push: VoIPPush) async -> PushAttempt {
-        let remaining = push.deadline.timeIntervalSinceNow
-        guard remaining > 0 else {
+        guard let timeLeft = push.timeLeft else {
             return PushAttempt(disposition: .retry, reason: FCMError.Code.deadlinePassed.rawValue,
                                fcm: .init(errorCode: FCMError.Code.deadlinePassed.rawValue))
         }
@@ -22,7 +21,7 @@ public struct FCMPushSender: VoIPPushSending {
         // own bound is the timeout.
         let message = FCMMessage(app: FCMAppID(push.app), token: push.deviceToken, data: push.data,
                                  collapseKey: push.collapseKey, deadline: push.expiration,
-                                 timeout: .milliseconds(Int64(remaining * 1000)))
+                                 timeout: timeLeft)
         return Self.attempt(await client.send(message))
     }
 

@@ -24,6 +24,13 @@ public struct VoIPPush: Sendable, Hashable {
     /// The attempt must be answered by then (the worker passes the ring deadline, capped by its timeout).
     public var deadline: Date
 
+    /// The time left to ``deadline`` (whole milliseconds), the bound a sender gives its client;
+    /// nil once the deadline has passed (nothing is sent).
+    public var timeLeft: Duration? {
+        let remaining = deadline.timeIntervalSinceNow
+        return remaining > 0 ? .milliseconds(Int64(remaining * 1000)) : nil
+    }
+
     /// An APNs VoIP push to an iPhone.
     public init(app: String, deviceToken: String, environment: APNSEnvironment, apnsID: String,
                 expiration: Date, payload: Data, deadline: Date) {

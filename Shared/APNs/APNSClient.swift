@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 import Locking
+import PushClientSupport
 
 /// The APNs VoIP push client: HTTP/2 over TLS, several apps with their own credentials, a connection
 /// pool per (credential, environment), typed outcomes.
@@ -19,20 +20,13 @@ public final class APNSClient: Service, Sendable {
         let pools: [APNSEnvironment: APNSConnectionPool]
     }
 
-    private struct Lifecycle {
-        var accepting = true
-        var inFlight = 0
-        var drainWaiter: CheckedContinuation<Void, Never>?
-        var shutDown = false
-    }
-
     /// The configuration in use.
     public let configuration: APNSClientConfiguration
     private let apps: [APNSAppID: AppEntry]
     private let pools: [APNSConnectionPool]
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let lifecycle = Locked(Lifecycle())
+    private let drain = Locked(InFlightDrain())
 
     /// Creates a client. No I/O happens until the first push (connections open lazily).
     ///
@@ -197,35 +191,12 @@ public final class APNSClient: Service, Sendable {
     /// Stops taking pushes, waits for in-flight ones (at most `shutdownDrainTimeout`), closes all connections.
     /// Idempotent.
     public func shutdown() async {
-        let alreadyDraining = lifecycle.withLock { state -> Bool in
-            defer { state.accepting = false }
-            return !state.accepting
-        }
+        let alreadyDraining = drain.withLock { !$0.stopAccepting() }
         if !alreadyDraining {
             logger.info("APNs client draining in-flight pushes")
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = lifecycle.withLock { state -> Bool in
-                if state.inFlight == 0 || state.drainWaiter != nil { return true }
-                state.drainWaiter = continuation
-                return false
-            }
-            if resumeNow {
-                continuation.resume()
-                return
-            }
-            group.any().scheduleTask(in: .nanoseconds(configuration.shutdownDrainTimeout.nanoseconds)) { [self] in
-                let waiter = self.lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
-                    defer { state.drainWaiter = nil }
-                    return state.drainWaiter
-                }
-                waiter?.resume()
-            }
-        }
-        let first = lifecycle.withLock { state -> Bool in
-            defer { state.shutDown = true }
-            return !state.shutDown
-        }
+        await drain.waitForDrain(\.self, timeout: configuration.shutdownDrainTimeout, on: group.any())
+        let first = drain.withLock { $0.markShutDown() }
         guard first else { return }
         for pool in pools { await pool.shutdown() }
         logger.info("APNs client stopped")
@@ -243,21 +214,11 @@ public final class APNSClient: Service, Sendable {
     // MARK: - Internals
 
     private func beginPush() -> Bool {
-        lifecycle.withLock { state in
-            guard state.accepting else { return false }
-            state.inFlight += 1
-            return true
-        }
+        drain.withLock { $0.begin() }
     }
 
     private func endPush() {
-        let waiter = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.inFlight -= 1
-            guard !state.accepting, state.inFlight == 0 else { return nil }
-            defer { state.drainWaiter = nil }
-            return state.drainWaiter
-        }
-        waiter?.resume()
+        drain.withLock { $0.end() }?.resume()
     }
 
     /// The request's header block. Fields that repeat on every push are indexed by NIO's HPACK encoder (a byte or

@@ -1,4 +1,5 @@
 import NIOSSL
+import PushClientSupport
 
 /// Settings of an ``APNSClient``. Defaults suit Apple's production service.
 public struct APNSClientConfiguration: Sendable {
@@ -76,20 +77,10 @@ public struct APNSClientConfiguration: Sendable {
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["h2"]
         tls.certificateVerification = .fullVerification
-        if !additionalTrustedCAPEM.isEmpty {
-            var extra: [NIOSSLCertificate] = []
-            for pem in additionalTrustedCAPEM {
-                do {
-                    extra += try NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))
-                } catch {
-                    throw APNSCredentialError(.invalidTrustRoot, "additionalTrustedCAPEM holds an unreadable PEM certificate")
-                }
-            }
-            if trustOnlyAdditionalCAs {
-                tls.trustRoots = .certificates(extra)
-            } else {
-                tls.additionalTrustRoots = [.certificates(extra)]
-            }
+        do {
+            try tls.trust(caPEMs: additionalTrustedCAPEM, only: trustOnlyAdditionalCAs)
+        } catch {
+            throw APNSCredentialError(.invalidTrustRoot, "additionalTrustedCAPEM holds an unreadable PEM certificate")
         }
         if let clientCertificate {
             tls.certificateChain = clientCertificate.certificateChain.map { .certificate($0) }

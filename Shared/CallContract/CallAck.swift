@@ -20,13 +20,7 @@ public struct CallAck: Sendable, Hashable, Codable {
     public var error: CallStatus.ErrorInfo?
 
     /// Limits on what a device may send.
-    public enum Limits {
-        /// `error.code` and `error.domain`: 1–64 / 1–128 bytes of ASCII letters, digits, '.', '-', '_'.
-        public static let errorCodeBytes = 64
-        public static let errorDomainBytes = 128
-        /// `error.message`: at most 256 bytes, no control or format (bidi, zero-width) characters.
-        public static let errorMessageBytes = 256
-    }
+    public typealias Limits = ContractLimits
 
     public init(deviceKey: String, ackToken: String, outcome: Outcome, error: CallStatus.ErrorInfo? = nil) {
         self.deviceKey = deviceKey
@@ -39,8 +33,8 @@ public struct CallAck: Sendable, Hashable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.deviceKey = try c.requiredString(.deviceKey, maxBytes: 64)
-        self.ackToken = try c.requiredString(.ackToken, maxBytes: 128)
+        self.deviceKey = try c.requiredString(.deviceKey, maxBytes: ContractLimits.deviceKeyBytes)
+        self.ackToken = try c.requiredString(.ackToken, maxBytes: ContractLimits.ackTokenBytes)
         self.outcome = try c.requiredEnum(Outcome.self, .outcome)
         let error = try c.decodeIfPresent(CallStatus.ErrorInfo.self, forKey: .error)
         if let error, let problem = Self.errorProblem(error, path: c.path(.error)) { throw problem }

@@ -63,7 +63,7 @@ extension CallRequest: Codable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: TypeKey.self)
-        let type = try c.requiredString(.type, maxBytes: 32)
+        let type = try c.requiredString(.type, maxBytes: ContractLimits.eventTypeBytes)
         switch EventType(rawValue: type) {
         case .ring: self = .ring(try RingRequest(from: decoder))
         case .cancel: self = .cancel(try CancelRequest(from: decoder))

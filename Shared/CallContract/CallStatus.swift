@@ -89,9 +89,9 @@ public struct CallStatus: Sendable, Hashable, Codable {
 
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
-            name = try c.optionalString(.name, maxBytes: 512)
-            status = try c.optionalInt(.status, in: 0...999)
-            errorCode = try c.optionalString(.errorCode, maxBytes: 128)
+            name = try c.optionalString(.name, maxBytes: ContractLimits.fcmMessageNameBytes)
+            status = try c.optionalInt(.status, in: ContractLimits.httpStatus)
+            errorCode = try c.optionalString(.errorCode, maxBytes: ContractLimits.fcmErrorCodeBytes)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -169,18 +169,18 @@ public struct CallStatus: Sendable, Hashable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.callId = try c.requiredString(.callId, maxBytes: 64)
-        self.deviceId = try c.optionalString(.deviceId, maxBytes: 128)
-        self.deviceKey = try c.optionalString(.deviceKey, maxBytes: 64)
-        self.app = try c.optionalString(.app, maxBytes: RingRequest.Limits.appNameBytes)
+        self.callId = try c.requiredString(.callId, maxBytes: ContractLimits.statusCallIDBytes)
+        self.deviceId = try c.optionalString(.deviceId, maxBytes: ContractLimits.deviceIDBytes)
+        self.deviceKey = try c.optionalString(.deviceKey, maxBytes: ContractLimits.deviceKeyBytes)
+        self.app = try c.optionalString(.app, maxBytes: ContractLimits.appNameBytes)
         self.state = try c.requiredEnum(State.self, .state)
-        self.attempt = try c.optionalInt(.attempt, in: 0...1_000_000) ?? 0
-        self.replay = try c.optionalInt(.replay, in: RingRequest.Limits.replay) ?? 0
+        self.attempt = try c.optionalInt(.attempt, in: ContractLimits.attempt) ?? 0
+        self.replay = try c.optionalInt(.replay, in: ContractLimits.replay) ?? 0
         self.at = try c.requiredTimestamp(.at)
         self.apns = try c.decodeIfPresent(APNSDetails.self, forKey: .apns)
         self.fcm = try c.decodeIfPresent(FCMDetails.self, forKey: .fcm)
         self.error = try c.decodeIfPresent(ErrorInfo.self, forKey: .error)
-        self.worker = try c.optionalString(.worker, maxBytes: 256, allowEmpty: true) ?? ""
+        self.worker = try c.optionalString(.worker, maxBytes: ContractLimits.workerNameBytes, allowEmpty: true) ?? ""
         self.tenant = try c.optionalTenant(.tenant)
     }
 

@@ -23,9 +23,9 @@ public struct Caller: Sendable, Hashable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.handle = try c.requiredString(.handle, maxBytes: 256)
+        self.handle = try c.requiredString(.handle, maxBytes: ContractLimits.handleBytes)
         self.handleType = try c.optionalEnum(HandleType.self, .handleType) ?? .generic
-        self.displayName = try c.optionalString(.displayName, maxBytes: 256)
+        self.displayName = try c.optionalString(.displayName, maxBytes: ContractLimits.displayNameBytes)
     }
 
     public func encode(to encoder: any Encoder) throws {

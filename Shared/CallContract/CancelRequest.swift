@@ -24,7 +24,7 @@ public struct CancelRequest: Sendable, Hashable, Codable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.callId = try c.requiredCallID(.callId)
         self.requestedAt = try c.requiredTimestamp(.requestedAt)
-        self.reason = try c.optionalString(.reason, maxBytes: 256, allowEmpty: true)
+        self.reason = try c.optionalString(.reason, maxBytes: ContractLimits.cancelReasonBytes, allowEmpty: true)
         self.tenant = try c.optionalTenant(.tenant)
     }
 

@@ -79,7 +79,7 @@ public enum ContractCoding {
     /// Parses an RFC 3339 timestamp (`Z` or a numeric offset, with or without fractional seconds),
     /// rounded to the millisecond, the contract's precision.
     public static func parseTimestamp(_ text: String) -> Date? {
-        guard text.utf8.count <= 64 else { return nil }
+        guard text.utf8.count <= ContractLimits.timestampBytes else { return nil }
         guard let date = (try? timestampStyle.parse(text)) ?? (try? wholeSecondStyle.parse(text)) else { return nil }
         return truncatedToMilliseconds(date)
     }

@@ -51,17 +51,17 @@ public struct Device: Sendable, Hashable, Codable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let platform = try c.optionalEnum(DevicePlatform.self, .platform) ?? .ios
-        let token = try c.requiredString(.token, maxBytes: 256)
+        let token = try c.requiredString(.token, maxBytes: ContractLimits.deviceTokenBytes)
         if let problem = Device.tokenProblem(token, platform: platform) { throw c.invalid(.token, problem) }
         switch platform {
         case .ios:
             let environment = try c.requiredEnum(APNSEnvironment.self, .environment)
-            self.init(token: token, environment: environment, id: try c.optionalString(.id, maxBytes: 128))
+            self.init(token: token, environment: environment, id: try c.optionalString(.id, maxBytes: ContractLimits.deviceIDBytes))
         case .android:
             if c.contains(.environment), try !c.decodeNil(forKey: .environment) {
                 throw c.invalid(.environment, Device.androidEnvironmentProblem)
             }
-            self.init(fcmToken: token, id: try c.optionalString(.id, maxBytes: 128))
+            self.init(fcmToken: token, id: try c.optionalString(.id, maxBytes: ContractLimits.deviceIDBytes))
         }
     }
 
@@ -78,8 +78,8 @@ public struct Device: Sendable, Hashable, Codable {
         } else {
             kind = .ios
         }
-        guard tokenProblem(token, platform: kind) == nil, token.utf8.count <= 256 else { return nil }
-        if let id, id.isEmpty || id.utf8.count > 128 { return nil }
+        guard tokenProblem(token, platform: kind) == nil, token.utf8.count <= ContractLimits.deviceTokenBytes else { return nil }
+        if let id, id.isEmpty || id.utf8.count > ContractLimits.deviceIDBytes { return nil }
         switch kind {
         case .ios:
             guard let environment, let value = APNSEnvironment(rawValue: environment) else { return nil }

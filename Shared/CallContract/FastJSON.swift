@@ -76,11 +76,7 @@ public enum FastJSON {
         mutating func object(depth: Int) -> Value? {
             index += 1
             var members: [(key: String, value: Value)] = []
-            skipSpace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return .object(members)
-            }
+            if closesAtOnce(UInt8(ascii: "}")) { return .object(members) }
             while true {
                 skipSpace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = plainString() else { return nil }
@@ -91,45 +87,55 @@ public enum FastJSON {
                 // Duplicate keys: which one JSONDecoder keeps is its business; leave it to it.
                 guard !members.contains(where: { $0.key == key }) else { return nil }
                 members.append((key, value))
-                skipSpace()
-                guard index < bytes.count else { return nil }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                guard bytes[index] == UInt8(ascii: "}") else { return nil }
-                index += 1
-                return .object(members)
+                guard let more = another(before: UInt8(ascii: "}")) else { return nil }
+                if !more { return .object(members) }
             }
         }
 
         mutating func array(depth: Int) -> Value? {
             index += 1
             var elements: [Value] = []
-            skipSpace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return .array(elements)
-            }
+            if closesAtOnce(UInt8(ascii: "]")) { return .array(elements) }
             while true {
                 guard let element = value(depth: depth + 1) else { return nil }
                 elements.append(element)
-                skipSpace()
-                guard index < bytes.count else { return nil }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                guard bytes[index] == UInt8(ascii: "]") else { return nil }
-                index += 1
-                return .array(elements)
+                guard let more = another(before: UInt8(ascii: "]")) else { return nil }
+                if !more { return .array(elements) }
             }
+        }
+
+        /// Just inside an object or array: consumes `closing` when the container is empty.
+        mutating func closesAtOnce(_ closing: UInt8) -> Bool {
+            skipSpace()
+            guard index < bytes.count, bytes[index] == closing else { return false }
+            index += 1
+            return true
+        }
+
+        /// After a member or element: true past a `,` (another follows), false past `closing`
+        /// (the container ends), nil for anything else.
+        mutating func another(before closing: UInt8) -> Bool? {
+            skipSpace()
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                return true
+            }
+            guard bytes[index] == closing else { return nil }
+            index += 1
+            return false
         }
 
         /// A key: printable ASCII without escapes (so equal keys are equal bytes, as the decoders
         /// match them; anything else goes to the decoder).
         mutating func plainString() -> String? {
             index += 1
+            return plainRun()
+        }
+
+        /// Printable ASCII without escapes from `index` to the closing quote: the text, with
+        /// `index` past the quote; nil, with `index` at the first other byte (or the end).
+        mutating func plainRun() -> String? {
             let start = index
             while index < bytes.count {
                 let byte = bytes[index]
@@ -151,16 +157,7 @@ public enum FastJSON {
             index += 1
             let start = index
             // The common case: printable ASCII up to the closing quote, one copy.
-            while index < bytes.count {
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "\"") {
-                    let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-                    index += 1
-                    return text
-                }
-                guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { break }
-                index += 1
-            }
+            if let text = plainRun() { return text }
             var text: [UInt8] = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<index]))
             text.reserveCapacity(index - start + 32)
             while index < bytes.count {
@@ -411,7 +408,7 @@ extension Caller {
 
     public init?(fast value: FastJSON.Value) {
         guard value.onlyKeys(Self.fastKeys),
-              case .string(let handle)? = value["handle"], FastJSON.fits(handle, maxBytes: 256),
+              case .string(let handle)? = value["handle"], FastJSON.fits(handle, maxBytes: ContractLimits.handleBytes),
               let typeText = value.text("handleType"), let displayName = value.text("displayName")
         else { return nil }
         var handleType = HandleType.generic
@@ -419,7 +416,7 @@ extension Caller {
             guard let known = HandleType(rawValue: typeText) else { return nil }
             handleType = known
         }
-        if let displayName, !FastJSON.fits(displayName, maxBytes: 256) { return nil }
+        if let displayName, !FastJSON.fits(displayName, maxBytes: ContractLimits.displayNameBytes) { return nil }
         self.init(handle: handle, handleType: handleType, displayName: displayName)
     }
 }

@@ -69,7 +69,7 @@ extension KeyedDecodingContainer {
 
     /// A required call id: a UUID in canonical 8-4-4-4-12 form, normalised to lower case.
     func requiredCallID(_ key: Key) throws -> String {
-        let text = try requiredString(key, maxBytes: 36)
+        let text = try requiredString(key, maxBytes: ContractLimits.callIDBytes)
         guard let normalized = CallID.normalize(text) else {
             throw invalid(key, "not a UUID")
         }
@@ -87,7 +87,7 @@ extension KeyedDecodingContainer {
 
     /// A required enumeration value, with the allowed values named in the error.
     func requiredEnum<E: RawRepresentable & CaseIterable>(_ type: E.Type, _ key: Key) throws -> E where E.RawValue == String {
-        let text = try requiredString(key, maxBytes: 64)
+        let text = try requiredString(key, maxBytes: ContractLimits.enumValueBytes)
         guard let value = E(rawValue: text) else {
             let allowed = E.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
             throw invalid(key, "unknown value \"\(text.prefix(32))\" (expected one of \(allowed))")
@@ -106,8 +106,8 @@ extension KeyedDecodingContainer {
 public enum TenantName {
     /// Why `name` is not a tenant name, or nil.
     public static func problem(_ name: String) -> String? {
-        if name.isEmpty || name.utf8.count > RingRequest.Limits.tenantNameBytes || !name.utf8.allSatisfy(\.isAppNameCharacter) {
-            return "1 to \(RingRequest.Limits.tenantNameBytes) of letters, digits, '.', '-' and '_'"
+        if name.isEmpty || name.utf8.count > ContractLimits.tenantNameBytes || !name.utf8.allSatisfy(\.isAppNameCharacter) {
+            return "1 to \(ContractLimits.tenantNameBytes) of letters, digits, '.', '-' and '_'"
         }
         return nil
     }

@@ -21,15 +21,7 @@ public struct RingRequest: Sendable, Hashable, Codable {
     public var tenant: String?
 
     /// Limits the decoder enforces.
-    public enum Limits {
-        public static let appNameBytes = 64
-        public static let attributeCount = 32
-        public static let attributeKeyBytes = 64
-        public static let attributeValueBytes = 1024
-        public static let maxDurationSeconds = 1...86_400
-        public static let replay = 0...1_000
-        public static let tenantNameBytes = 64
-    }
+    public typealias Limits = ContractLimits
 
     public init(
         callId: String, app: String, device: Device, caller: Caller, hasVideo: Bool = false,

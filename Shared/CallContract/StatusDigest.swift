@@ -74,7 +74,7 @@ public struct StatusDigest: Sendable, Hashable {
             let c = try decoder.container(keyedBy: CallStatus.CodingKeys.self)
             callId = try c.requiredString(.callId, maxBytes: StatusDigest.callIdBytes)
             deviceKey = try c.optionalString(.deviceKey, maxBytes: StatusDigest.deviceKeyBytes)
-            replay = try c.optionalInt(.replay, in: RingRequest.Limits.replay) ?? 0
+            replay = try c.optionalInt(.replay, in: ContractLimits.replay) ?? 0
             state = try c.requiredEnum(CallStatus.State.self, .state)
             at = try c.requiredTimestamp(.at)
             tenant = try c.optionalTenant(.tenant)
@@ -143,7 +143,7 @@ private struct StatusScanner {
                     if takeLiteral("null") {
                         replay = .some(nil)
                     } else {
-                        guard let value = integer(), RingRequest.Limits.replay.contains(value) else { return nil }
+                        guard let value = integer(), ContractLimits.replay.contains(value) else { return nil }
                         replay = .some(value)
                     }
                 case .state:

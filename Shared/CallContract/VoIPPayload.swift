@@ -49,16 +49,16 @@ public struct VoIPPayload: Sendable, Hashable, Codable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.callId = try c.requiredCallID(.callId)
-        self.deviceKey = try c.requiredString(.deviceKey, maxBytes: 64)
-        self.handle = try c.requiredString(.handle, maxBytes: 256)
+        self.deviceKey = try c.requiredString(.deviceKey, maxBytes: ContractLimits.deviceKeyBytes)
+        self.handle = try c.requiredString(.handle, maxBytes: ContractLimits.handleBytes)
         self.handleType = try c.optionalEnum(Caller.HandleType.self, .handleType) ?? .generic
-        self.displayName = try c.optionalString(.displayName, maxBytes: 256)
+        self.displayName = try c.optionalString(.displayName, maxBytes: ContractLimits.displayNameBytes)
         self.hasVideo = try c.decodeIfPresent(Bool.self, forKey: .hasVideo) ?? false
         self.ringDeadline = try c.requiredTimestamp(.ringDeadline)
-        self.maxDurationSeconds = try c.optionalInt(.maxDurationSeconds, in: RingRequest.Limits.maxDurationSeconds)
+        self.maxDurationSeconds = try c.optionalInt(.maxDurationSeconds, in: ContractLimits.maxDurationSeconds)
         self.attributes = try c.decodeIfPresent([String: String].self, forKey: .attributes) ?? [:]
-        self.ackToken = try c.requiredString(.ackToken, maxBytes: 128)
-        self.replay = try c.optionalInt(.replay, in: RingRequest.Limits.replay) ?? 0
+        self.ackToken = try c.requiredString(.ackToken, maxBytes: ContractLimits.ackTokenBytes)
+        self.replay = try c.optionalInt(.replay, in: ContractLimits.replay) ?? 0
     }
 
     public func encode(to encoder: any Encoder) throws {

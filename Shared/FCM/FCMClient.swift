@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Locking
 import Logging
+import PushClientSupport
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -18,11 +19,8 @@ public final class FCMClient: Service, Sendable {
     }
 
     private struct Lifecycle {
-        var accepting = true
-        var inFlight = 0
+        var drain = InFlightDrain()
         var perSlot: [Int]
-        var drainWaiter: CheckedContinuation<Void, Never>?
-        var shutDown = false
     }
 
     /// The largest answer body read (FCM's are a few hundred bytes).
@@ -163,29 +161,9 @@ public final class FCMClient: Service, Sendable {
     /// Stops taking messages, waits for in-flight ones (at most `shutdownDrainTimeout`), closes all connections.
     /// Idempotent.
     public func shutdown() async {
-        lifecycle.withLock { $0.accepting = false }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = lifecycle.withLock { state -> Bool in
-                if state.inFlight == 0 || state.drainWaiter != nil { return true }
-                state.drainWaiter = continuation
-                return false
-            }
-            if resumeNow {
-                continuation.resume()
-                return
-            }
-            group.any().scheduleTask(in: TimeAmount(configuration.shutdownDrainTimeout)) { [self] in
-                let waiter = self.lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
-                    defer { state.drainWaiter = nil }
-                    return state.drainWaiter
-                }
-                waiter?.resume()
-            }
-        }
-        let first = lifecycle.withLock { state -> Bool in
-            defer { state.shutDown = true }
-            return !state.shutDown
-        }
+        _ = lifecycle.withLock { $0.drain.stopAccepting() }
+        await lifecycle.waitForDrain(\.drain, timeout: configuration.shutdownDrainTimeout, on: group.any())
+        let first = lifecycle.withLock { $0.drain.markShutDown() }
         guard first else { return }
         for provider in providers { provider.shutdown() }
         for slot in slots { try? await slot.shutdown() }
@@ -233,11 +211,11 @@ public final class FCMClient: Service, Sendable {
     /// Takes an in-flight slot on the least-loaded connection, or refuses (shutting down, too many in flight).
     private func beginSend() -> Result<Int, FCMError> {
         lifecycle.withLock { state in
-            guard state.accepting else { return .failure(FCMError(.shuttingDown, "the FCM client is shutting down")) }
-            guard state.inFlight < configuration.maxPendingRequests else {
-                return .failure(FCMError(.queueFull, "\(state.inFlight) sends already in flight"))
+            guard state.drain.accepting else { return .failure(FCMError(.shuttingDown, "the FCM client is shutting down")) }
+            guard state.drain.inFlight < configuration.maxPendingRequests else {
+                return .failure(FCMError(.queueFull, "\(state.drain.inFlight) sends already in flight"))
             }
-            state.inFlight += 1
+            _ = state.drain.begin()
             var best = 0
             for index in state.perSlot.indices where state.perSlot[index] < state.perSlot[best] { best = index }
             state.perSlot[best] += 1
@@ -247,11 +225,8 @@ public final class FCMClient: Service, Sendable {
 
     private func endSend(slot: Int) {
         let waiter = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.inFlight -= 1
             state.perSlot[slot] -= 1
-            guard !state.accepting, state.inFlight == 0 else { return nil }
-            defer { state.drainWaiter = nil }
-            return state.drainWaiter
+            return state.drain.end()
         }
         waiter?.resume()
     }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOSSL
+import PushClientSupport
 
 /// Settings of an ``FCMClient``. Defaults suit Google's production service.
 public struct FCMClientConfiguration: Sendable {
@@ -66,20 +67,10 @@ public struct FCMClientConfiguration: Sendable {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.certificateVerification = .fullVerification
-        if !additionalTrustedCAPEM.isEmpty {
-            var extra: [NIOSSLCertificate] = []
-            for pem in additionalTrustedCAPEM {
-                do {
-                    extra += try NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))
-                } catch {
-                    throw FCMCredentialError(.invalidTrustRoot, "additionalTrustedCAPEM holds an unreadable PEM certificate")
-                }
-            }
-            if trustOnlyAdditionalCAs {
-                tls.trustRoots = .certificates(extra)
-            } else {
-                tls.additionalTrustRoots = [.certificates(extra)]
-            }
+        do {
+            try tls.trust(caPEMs: additionalTrustedCAPEM, only: trustOnlyAdditionalCAs)
+        } catch {
+            throw FCMCredentialError(.invalidTrustRoot, "additionalTrustedCAPEM holds an unreadable PEM certificate")
         }
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls,

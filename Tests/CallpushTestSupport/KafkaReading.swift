@@ -20,3 +20,30 @@ public func readRecords(kafka: KafkaConfiguration, from assignments: [KafkaParti
     await consumer.shutdown()
     return messages
 }
+
+extension EmbeddedKafkaCluster {
+    /// Client settings that make the embedded cluster quick to test against: metadata refreshed
+    /// every second, short fetch waits, frequent auto-commits, fast reconnects.
+    public static let fastTestProperties = [
+        "topic.metadata.refresh.interval.ms": "1000",
+        "fetch.wait.max.ms": "20",
+        "auto.commit.interval.ms": "200",
+        "reconnect.backoff.ms": "50",
+        "reconnect.backoff.max.ms": "500",
+    ]
+
+    /// A client configuration for this cluster with ``fastTestProperties``.
+    public func fastTestConfiguration(clientID: String) -> KafkaConfiguration {
+        KafkaConfiguration(bootstrapServers: [bootstrapServers], clientID: clientID, properties: Self.fastTestProperties)
+    }
+}
+
+/// Stores `records` through a producer of its own, shut down afterwards; throws unless every
+/// record is acknowledged.
+public func storeRecords(_ records: [KafkaProducerRecord], producer configuration: KafkaProducerConfiguration,
+                         logger: Logger) async throws {
+    let producer = try KafkaProducer(configuration: configuration, logger: logger)
+    try await withShutdown(producer, shutdown: { await $0.shutdown() }) { producer in
+        _ = try await producer.send(records).map { try $0.get() }
+    }
+}

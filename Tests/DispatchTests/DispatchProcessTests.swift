@@ -7,9 +7,7 @@ import Testing
 
 /// The `dispatch` executable as a real process, configured from the environment.
 @Suite(.serialized) struct DispatchProcessTests {
-    static var binary: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("dispatch").path
-    }
+    static var binary: String { ChildProcess.productsDirectory.appendingPathComponent("dispatch").path }
 
     @Test func configurationErrorExitsWithCode2NamingTheKey() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "build the dispatch product first")

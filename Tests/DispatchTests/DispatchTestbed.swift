@@ -33,16 +33,8 @@ final class DispatchTestbed: Sendable {
     var app: DispatchApp { current.withLock { $0!.app } }
     var port: Int { current.withLock { $0!.port } }
 
-    static let fastProperties = [
-        "topic.metadata.refresh.interval.ms": "1000",
-        "fetch.wait.max.ms": "20",
-        "auto.commit.interval.ms": "200",
-        "reconnect.backoff.ms": "50",
-        "reconnect.backoff.max.ms": "500",
-    ]
-
     static func kafka(_ cluster: EmbeddedKafkaCluster, _ clientID: String) -> KafkaConfiguration {
-        KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: clientID, properties: fastProperties)
+        cluster.fastTestConfiguration(clientID: clientID)
     }
 
     private init(partitions: Int, tracing: CallTracing, configure: (inout DispatchConfiguration) -> Void) async throws {

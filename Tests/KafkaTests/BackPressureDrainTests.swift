@@ -18,16 +18,11 @@ struct BackPressureDrainTests {
             let topic = try await Self.produceBacklog(cluster)
             var configuration = TestSupport.manualConsumerConfiguration(cluster)
             configuration.maxBufferedMessages = Self.buffer
-            let consumer = try KafkaConsumer(configuration: configuration, logger: TestSupport.logger)
-            do {
-                try await consumer.assign((0..<Self.partitions).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+            try await withConsumer(configuration) { consumer in
+                try await consumer.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: Self.partitions))
                 let received = try await Self.drainSlowly(consumer)
                 try Self.expectComplete(received, consumer: consumer)
-            } catch {
-                await consumer.shutdown()
-                throw error
             }
-            await consumer.shutdown()
         }
     }
 
@@ -39,8 +34,7 @@ struct BackPressureDrainTests {
             configuration.maxBufferedMessages = Self.buffer
             let assignments = Locked(0)
             let handler = KafkaRebalanceHandler(onAssign: { _ in assignments.withLock { $0 += 1 } })
-            let consumer = try KafkaConsumer(configuration: configuration, rebalanceHandler: handler, logger: TestSupport.logger)
-            do {
+            try await withConsumer(configuration, rebalanceHandler: handler) { consumer in
                 let received = try await Self.drainSlowly(consumer, storeOffsets: true)
                 // At least once, always: every message, and no gap in any partition.
                 try Self.expectComplete(received, consumer: consumer, exactlyOnce: false)
@@ -50,27 +44,15 @@ struct BackPressureDrainTests {
                 if assignments.withLock({ $0 }) == 1 {
                     #expect(received.count == Self.messages, "exactly once with a single assignment")
                 }
-            } catch {
-                await consumer.shutdown()
-                throw error
             }
-            await consumer.shutdown()
         }
     }
 
     /// Produces `messages` numbered records spread evenly over `partitions` partitions.
     static func produceBacklog(_ cluster: EmbeddedKafkaCluster) async throws -> String {
-        let topic = TestSupport.unique("drain")
-        try cluster.createTopic(topic, partitions: Int(partitions))
-        try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-            let records = (0..<messages).map { number in
-                var record = KafkaProducerRecord.numbered(topic: topic, number)
-                record.partition = Int32(number % Int(partitions))
-                return record
-            }
-            _ = try await producer.send(records).map { try $0.get() }
+        try await makeTopic("drain", partitions: Int(partitions), on: cluster) { topic in
+            KafkaProducerRecord.numbered(topic: topic, 0..<messages, partition: { Int32($0 % Int(partitions)) })
         }
-        return topic
     }
 
     /// Reads until every message arrived, pausing now and then so the buffer fills up again and again.

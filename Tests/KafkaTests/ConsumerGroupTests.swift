@@ -81,9 +81,7 @@ func process(
 struct ConsumerGroupTests {
     @Test("two members split the partitions; when one leaves the other takes over and nothing is lost")
     func splitAndTakeOver() async throws {
-        try await withCluster { cluster in
-            let topic = TestSupport.unique("calls")
-            try cluster.createTopic(topic, partitions: 4)
+        try await withTopic("calls", partitions: 4) { cluster, topic in
             let group = TestSupport.unique("workers")
             let configuration = TestSupport.consumerConfiguration(cluster, group: group, topics: [topic])
             let log = ProcessedLog()
@@ -103,8 +101,7 @@ struct ConsumerGroupTests {
                     tasks.addTask { try await process(b, name: "b", log: log) }
 
                     // Phase 1: both members consume.
-                    let first = (0..<400).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                    _ = try await producer.send(first).map { try $0.get() }
+                    try await producer.sendAll(KafkaProducerRecord.keyed(topic: topic, 0..<400))
                     try await withTimeout("both members consuming", seconds: 30) {
                         await log.wait { $0.isSuperset(of: Set(0..<400)) }
                     }
@@ -112,8 +109,7 @@ struct ConsumerGroupTests {
 
                     // Phase 2: b leaves; a takes over b's partitions.
                     await b.shutdown()
-                    let second = (400..<800).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                    _ = try await producer.send(second).map { try $0.get() }
+                    try await producer.sendAll(KafkaProducerRecord.keyed(topic: topic, 400..<800))
                     try await withTimeout("a taking over", seconds: 30) {
                         await log.wait { $0.isSuperset(of: Set(0..<800)) }
                     }
@@ -129,9 +125,7 @@ struct ConsumerGroupTests {
 
     @Test("a member joining: the revoked member's in-flight work finishes and is stored before the partition moves")
     func revokeOnJoinWaitsForInFlightWork() async throws {
-        try await withCluster { cluster in
-            let topic = TestSupport.unique("slow")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("slow", partitions: 2) { cluster, topic in
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let log = ProcessedLog()
             let inFlight = InFlightTracker()
@@ -141,25 +135,15 @@ struct ConsumerGroupTests {
             // A's revoke handler lets the blocked in-flight message finish, then waits for its store.
             let a = try KafkaConsumer(
                 configuration: configuration,
-                rebalanceHandler: KafkaRebalanceHandler(onRevoke: { _ in
-                    inFlightAtRevoke.insert(await inFlight.currentIDs.map(Int32.init))
-                    await gate.open()
-                    await inFlight.waitUntilIdle()
-                }),
+                rebalanceHandler: inFlight.revokeHandler(recordingInto: inFlightAtRevoke, first: { await gate.open() }),
                 logger: TestSupport.logger
             )
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                let records = (0..<60).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                _ = try await producer.send(records).map { try $0.get() }
-            }
+            try await produce(KafkaProducerRecord.keyed(topic: topic, 0..<60), on: cluster)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask {
-                    try await process(a, name: "a", log: log) { message in
-                        await inFlight.begin(message.id ?? -1)
+                    try await process(a, name: "a", log: log, tracking: inFlight) { _ in
                         await gate.pass()
                         try? await Task.sleep(for: .milliseconds(20))  // slow work
-                    } afterStore: {
-                        await inFlight.end()
                     }
                 }
                 try await withTimeout("a working", seconds: 30) {
@@ -197,34 +181,20 @@ struct ConsumerGroupTests {
 
     @Test("a member leaving: its in-flight work finishes and is committed; the other member gets no finished work")
     func revokeOnLeaveHandsOverCleanly() async throws {
-        try await withCluster { cluster in
-            let topic = TestSupport.unique("handover")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("handover", partitions: 2) { cluster, topic in
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let log = ProcessedLog()
             let inFlight = InFlightTracker()
             let revokedWhileBusy = LockedSet()
             let a = try KafkaConsumer(
-                configuration: configuration,
-                rebalanceHandler: KafkaRebalanceHandler(onRevoke: { _ in
-                    revokedWhileBusy.insert(await inFlight.currentIDs.map(Int32.init))
-                    await inFlight.waitUntilIdle()
-                }),
-                logger: TestSupport.logger
-            )
+                configuration: configuration, rebalanceHandler: inFlight.revokeHandler(recordingInto: revokedWhileBusy), logger: TestSupport.logger)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask {
-                    try await process(a, name: "a", log: log) { message in
-                        await inFlight.begin(message.id ?? -1)
+                    try await process(a, name: "a", log: log, tracking: inFlight) { _ in
                         try? await Task.sleep(for: .milliseconds(150))  // slow work
-                    } afterStore: {
-                        await inFlight.end()
                     }
                 }
-                try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                    let records = (0..<40).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                    _ = try await producer.send(records).map { try $0.get() }
-                }
+                try await produce(KafkaProducerRecord.keyed(topic: topic, 0..<40), on: cluster)
                 try await withTimeout("a working", seconds: 30) {
                     await log.wait { $0.count >= 5 }
                 }
@@ -288,6 +258,33 @@ actor InFlightTracker {
     func waitUntilIdle() async {
         if active.isEmpty { return }
         await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    /// A revoke handler that records the ids in flight into `held`, runs `first`, then waits
+    /// until that work is finished and stored.
+    nonisolated func revokeHandler(recordingInto held: LockedSet, first: @escaping @Sendable () async -> Void = {}) -> KafkaRebalanceHandler {
+        KafkaRebalanceHandler(onRevoke: { _ in
+            held.insert(await self.currentIDs.map(Int32.init))
+            await first()
+            await self.waitUntilIdle()
+        })
+    }
+}
+
+/// ``process(_:name:log:work:afterStore:)`` with each message counted in flight by `inFlight`
+/// from before `work` until after its offset is stored.
+func process(
+    _ consumer: KafkaConsumer,
+    name: String,
+    log: ProcessedLog,
+    tracking inFlight: InFlightTracker,
+    work: @escaping @Sendable (KafkaConsumerMessage) async -> Void
+) async throws {
+    try await process(consumer, name: name, log: log) { message in
+        await inFlight.begin(message.id ?? -1)
+        await work(message)
+    } afterStore: {
+        await inFlight.end()
     }
 }
 

@@ -19,9 +19,7 @@ extension Range where Bound == Int32 {
 struct FaultedPublishTests {
     @Test("every record acknowledged with an offset through a broker outage longer than the delivery timeout is stored")
     func outageLongerThanDeliveryTimeout() async throws {
-        try await withCluster { cluster in
-            let topic = TestSupport.unique("outage")
-            try cluster.createTopic(topic, partitions: 6)
+        try await withTopic("outage", partitions: 6) { cluster, topic in
             for partition in 0..<Int32(6) { try cluster.setPartitionLeader(topic: topic, partition: partition, broker: partition % 3 + 1) }
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.deliveryTimeout = .seconds(3)
@@ -64,7 +62,7 @@ struct FaultedPublishTests {
                 }
             }
             let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-            try await consumer.assign((0..<6).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+            try await consumer.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: 6))
             let want = delivered.withLock { $0 }
             let received = try? await consume(consumer, seconds: 15) { Set($0.compactMap(\.id)).isSuperset(of: want) }
             await consumer.shutdown()
@@ -72,7 +70,7 @@ struct FaultedPublishTests {
             if received == nil {
                 // Read everything there is (the wait above ended on its bound): what is missing is lost.
                 let again = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-                try await again.assign((0..<6).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+                try await again.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: 6))
                 let count = try await (0..<Int32(6)).asyncSum { try await again.queryWatermarks(topic: topic, partition: $0, timeout: .seconds(5)).high }
                 stored = Set(try await consume(again, seconds: 15) { $0.count >= count }.compactMap(\.id))
                 await again.shutdown()

@@ -7,22 +7,19 @@ import Testing
 struct FetchPausedTests {
     @Test("while back-pressure pauses fetching, isFetchPaused says so and only the broker knows the real end")
     func backpressurePauseIsVisible() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("lag")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("lag", partitions: 1, brokers: 1) { cluster, topic in
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send((0..<200).map { KafkaProducerRecord.numbered(topic: topic, $0) }).map { try $0.get() }
+                try await producer.sendAll((0..<200).map { KafkaProducerRecord.numbered(topic: topic, $0) })
                 var configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("lag"), topics: [topic])
                 configuration.maxBufferedMessages = 40
-                let consumer = try KafkaConsumer(configuration: configuration, logger: TestSupport.logger)
-                do {
+                try await withConsumer(configuration) { consumer in
                     #expect(!consumer.isFetchPaused(topic: topic, partition: 0), "not assigned yet")
                     // The application does not read: the buffer fills and fetching pauses.
                     try await withTimeout("back-pressure pausing the partition", seconds: 30) {
                         while !consumer.isFetchPaused(topic: topic, partition: 0) { try await Task.sleep(for: .milliseconds(20)) }
                     }
                     let cached = consumer.cachedHighWatermark(topic: topic, partition: 0)
-                    _ = try await producer.send((200..<1200).map { KafkaProducerRecord.numbered(topic: topic, $0) }).map { try $0.get() }
+                    try await producer.sendAll((200..<1200).map { KafkaProducerRecord.numbered(topic: topic, $0) })
                     try await Task.sleep(for: .milliseconds(1500))
                     #expect(consumer.cachedHighWatermark(topic: topic, partition: 0) == cached, "the cached end froze while paused")
                     #expect(try await consumer.queryWatermarks(topic: topic, partition: 0).high == 1200, "the broker knows the real end")
@@ -33,22 +30,16 @@ struct FetchPausedTests {
                     try await withTimeout("the cached end catching up", seconds: 30) {
                         while consumer.cachedHighWatermark(topic: topic, partition: 0) != 1200 { try await Task.sleep(for: .milliseconds(20)) }
                     }
-                } catch {
-                    await consumer.shutdown()
-                    throw error
                 }
-                await consumer.shutdown()
             }
         }
     }
 
     @Test("a partition the application paused is fetch-paused until resumed; others are not")
     func applicationPauseIsVisible() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("paused")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("paused", partitions: 2, brokers: 1) { cluster, topic in
             let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-            try await consumer.assign((0..<2).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+            try await consumer.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: 2))
             let zero = KafkaTopicPartition(topic: topic, partition: 0)
             try await consumer.pause([zero])
             #expect(consumer.isFetchPaused(topic: topic, partition: 0))

@@ -108,16 +108,14 @@ struct HistoryReaderTests {
 
     @Test("oldest first with follow: the history, then new messages, until the handler stops")
     func followsNewMessages() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("history-follow")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("history-follow", partitions: 2, brokers: 1) { cluster, topic in
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send(Self.records(topic, 0..<5, partition: 0)).map { try $0.get() }
+                try await producer.sendAll(Self.records(topic, 0..<5, partition: 0))
                 // The new message is written once the history has been handed over, however long that takes.
                 let (historyRead, historyReadSignal) = AsyncStream.makeStream(of: Void.self)
                 let later = Task {
                     for await _ in historyRead { break }
-                    _ = try await producer.send(Self.records(topic, 5..<6, partition: 1)).map { try $0.get() }
+                    try await producer.sendAll(Self.records(topic, 5..<6, partition: 1))
                 }
                 let ids = Locked<[Int]>([])
                 let coverage = try await withTimeout("following", seconds: 30) { [reader = Self.reader(cluster)] in

@@ -6,9 +6,7 @@ import Testing
 struct ManualAssignmentTests {
     @Test("offsets-for-times + manual assignment read a partition from a timestamp to the high watermark")
     func readFromTimestampToEnd() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("status")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("status", partitions: 2, brokers: 1) { cluster, topic in
             let base: Int64 = 1_700_000_000_000
             // Partition 1: 10 old records, then 15 newer ones; partition 0 gets noise.
             var records: [KafkaProducerRecord] = []
@@ -18,17 +16,10 @@ struct ManualAssignmentTests {
                 record.timestampMilliseconds = base + (number < 10 ? 0 : 60_000) + Int64(number)
                 records.append(record)
             }
-            records += (100..<110).map { number in
-                var record = KafkaProducerRecord.numbered(topic: topic, number)
-                record.partition = 0
-                return record
-            }
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send(records).map { try $0.get() }
-            }
+            records += KafkaProducerRecord.numbered(topic: topic, 100..<110, partition: { _ in 0 })
+            try await produce(records, on: cluster)
 
-            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-            do {
+            try await withConsumer(TestSupport.manualConsumerConfiguration(cluster)) { consumer in
                 let watermarks = try await consumer.queryWatermarks(topic: topic, partition: 1)
                 #expect(watermarks.low == 0)
                 #expect(watermarks.high == 25)
@@ -50,55 +41,35 @@ struct ManualAssignmentTests {
                 try await consumer.seek(topic: topic, partition: 1, offset: 20)
                 let again = try await consume(consumer, seconds: 20) { $0.count >= 5 }
                 #expect(again.map(\.offset) == Array(20..<25))
-            } catch {
-                await consumer.shutdown()
-                throw error
             }
-            await consumer.shutdown()
         }
     }
 
     @Test("the cached high watermark is unknown before the first fetch and follows the partition's end after")
     func cachedHighWatermarkFollowsFetches() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("watermark")
-            try cluster.createTopic(topic, partitions: 2)
-            func produce(_ numbers: Range<Int>) async throws {
-                let records = numbers.map { number in
-                    var record = KafkaProducerRecord.numbered(topic: topic, number)
-                    record.partition = 1
-                    return record
-                }
-                try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                    _ = try await producer.send(records).map { try $0.get() }
-                }
+        try await withTopic("watermark", partitions: 2, brokers: 1) { cluster, topic in
+            func produceToPartition1(_ numbers: Range<Int>) async throws {
+                try await produce(KafkaProducerRecord.numbered(topic: topic, numbers, partition: { _ in 1 }), on: cluster)
             }
-            try await produce(0..<25)
-            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-            do {
+            try await produceToPartition1(0..<25)
+            try await withConsumer(TestSupport.manualConsumerConfiguration(cluster)) { consumer in
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == nil, "nothing fetched yet")
                 try await consumer.assign([KafkaPartitionAssignment(topic: topic, partition: 1, start: .beginning)])
                 _ = try await consume(consumer, seconds: 20) { $0.count >= 25 }
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == 25)
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 0) == nil, "not assigned")
 
-                try await produce(25..<40)
+                try await produceToPartition1(25..<40)
                 let more = try await consume(consumer, seconds: 20) { $0.count >= 15 }
                 #expect(more.map(\.offset) == Array(25..<40))
                 #expect(consumer.cachedHighWatermark(topic: topic, partition: 1) == 40)
-            } catch {
-                await consumer.shutdown()
-                throw error
             }
-            await consumer.shutdown()
         }
     }
 
     @Test("storing an offset for a partition that is not assigned is a typed not-assigned error")
     func storeUnassigned() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("store")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("store", partitions: 1, brokers: 1) { cluster, topic in
             let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
             let error = #expect(throws: KafkaError.self) {
                 try consumer.store(topic: topic, partition: 0, offset: 1)
@@ -118,16 +89,13 @@ struct ConsumerBackPressureTests {
     @Test("a slow application keeps the consumer's buffer bounded, and nothing is lost when it catches up")
     func boundedBuffer() async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("backlog")
-            try cluster.createTopic(topic, partitions: 2)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send((0..<3000).map { KafkaProducerRecord.numbered(topic: topic, $0) }).map { try $0.get() }
+            let topic = try await makeTopic("backlog", partitions: 2, on: cluster) { topic in
+                (0..<3000).map { KafkaProducerRecord.numbered(topic: topic, $0) }
             }
             var configuration = TestSupport.manualConsumerConfiguration(cluster)
             configuration.maxBufferedMessages = 100
-            let consumer = try KafkaConsumer(configuration: configuration, logger: TestSupport.logger)
-            do {
-                try await consumer.assign((0..<2).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
+            try await withConsumer(configuration) { consumer in
+                try await consumer.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: 2))
                 // The application does not read for a while: fetching pauses at the bound.
                 let first = try await consume(consumer, seconds: 20) { $0.count >= 1 }
                 try await Task.sleep(for: .seconds(1.5))
@@ -142,11 +110,7 @@ struct ConsumerBackPressureTests {
                 let ids = (first + rest).compactMap(\.id)
                 #expect(ids.count == 3000)
                 #expect(Set(ids) == Set(0..<3000))
-            } catch {
-                await consumer.shutdown()
-                throw error
             }
-            await consumer.shutdown()
         }
     }
 }

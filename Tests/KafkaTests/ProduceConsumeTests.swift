@@ -6,9 +6,7 @@ import Testing
 struct ProduceConsumeTests {
     @Test("keys, headers and per-partition order survive produce → consume across clients")
     func keysHeadersAndOrder() async throws {
-        try await withCluster { cluster in
-            let topic = TestSupport.unique("orders")
-            try cluster.createTopic(topic, partitions: 3)
+        try await withTopic("orders", partitions: 3) { cluster, topic in
             let count = 3000
             let keys = (0..<30).map { "call-\($0)" }
             let records = (0..<count).map { number in

@@ -26,9 +26,7 @@ struct ProducerRecoveryTests {
 
     @Test("CLUSTER_AUTHORIZATION_FAILED on InitProducerId is fatal: the producer replaces its client and later sends succeed")
     func fatalInitProducerIDIsRepaired() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("fatal-pid")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("fatal-pid", partitions: 1, brokers: 1) { cluster, topic in
             try cluster.pushRequestErrors(apiKey: .initProducerID, errors: ["CLUSTER_AUTHORIZATION_FAILED"])
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
                 let errors = Locked<[KafkaError]>([])
@@ -47,9 +45,7 @@ struct ProducerRecoveryTests {
 
     @Test("a replacement client that is fatal again at once is replaced after a growing back-off, not in a tight loop")
     func repeatedFatalErrorsBackOff() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("fatal-again")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("fatal-again", partitions: 1, brokers: 1) { cluster, topic in
             try cluster.pushRequestErrors(apiKey: .initProducerID, errors: Array(repeating: "CLUSTER_AUTHORIZATION_FAILED", count: 4))
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.replacementBackoff = .milliseconds(400)
@@ -66,9 +62,7 @@ struct ProducerRecoveryTests {
 
     @Test("a fatal error raised on a running client: replaced, run() keeps running, later sends succeed")
     func fatalErrorOnARunningClient() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("fatal-running")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("fatal-running", partitions: 1, brokers: 1) { cluster, topic in
             let producer = try KafkaProducer(configuration: TestSupport.producerConfiguration(cluster), logger: TestSupport.logger)
             let running = Task { try await producer.run() }
             try await producer.send(.numbered(topic: topic, 0))
@@ -87,9 +81,7 @@ struct ProducerRecoveryTests {
 
     @Test("a record for a partition the topic does not have is rejected, not retried until the delivery timeout")
     func unknownPartitionIsRejected() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("two-partitions")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("two-partitions", partitions: 2, brokers: 1) { cluster, topic in
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
                 try await producer.send(.numbered(topic: topic, 0))  // metadata known
                 var misdirected = KafkaProducerRecord.numbered(topic: topic, 1)
@@ -131,9 +123,7 @@ struct ProducerRecoveryTests {
 struct BoundedSendTests {
     @Test("a send bounded by the caller ends with .timeout (possibly persisted) when the broker is slower than the bound")
     func boundedSendTimesOut() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("bounded")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("bounded", partitions: 1, brokers: 1) { cluster, topic in
             let deadlines = DeadlineSweeper()
             try await withProducer(TestSupport.producerConfiguration(cluster), deadlines: deadlines) { producer in
                 try await producer.send(.numbered(topic: topic, 0), timeout: .seconds(10))
@@ -160,9 +150,7 @@ struct BoundedSendTests {
 
     @Test("many bounded sends share one deadline sweeper and leave nothing pending")
     func boundedSendsLeaveNothingPending() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("bounded-many")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("bounded-many", partitions: 2, brokers: 1) { cluster, topic in
             let deadlines = DeadlineSweeper()
             try await withProducer(TestSupport.producerConfiguration(cluster), deadlines: deadlines) { producer in
                 try await withThrowingTaskGroup(of: Void.self) { group in

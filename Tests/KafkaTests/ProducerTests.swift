@@ -7,9 +7,7 @@ import Testing
 struct ProducerTests {
     @Test("a broker going down and up during production loses and duplicates nothing")
     func brokerDownUpExactlyOnce() async throws {
-        try await withCluster { cluster in
-            let topic = TestSupport.unique("flaky")
-            try cluster.createTopic(topic, partitions: 3)
+        try await withTopic("flaky", partitions: 3) { cluster, topic in
             let count = 2000
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.kafka.properties["reconnect.backoff.ms"] = "20"
@@ -22,7 +20,7 @@ struct ProducerTests {
                             tasks.addTask {
                                 var results: [Result<KafkaDeliveryReport, KafkaError>] = []
                                 for slice in stride(from: chunk * 200, to: chunk * 200 + 200, by: 20) {
-                                    let records = (slice..<slice + 20).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
+                                    let records = KafkaProducerRecord.keyed(topic: topic, slice..<slice + 20)
                                     results += try await producer.send(records)
                                 }
                                 return results
@@ -36,19 +34,13 @@ struct ProducerTests {
                         }
                         var all: [Result<KafkaDeliveryReport, KafkaError>] = []
                         for try await results in tasks { all += results }
-                        let failures = all.compactMap { result -> KafkaError? in
-                            if case .failure(let error) = result { return error }
-                            return nil
-                        }
+                        let failures = errors(in: all)
                         #expect(failures.isEmpty, "all acknowledged: \(failures.prefix(3))")
                         #expect(all.count == count)
                     }
                 }
             }
-            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-            try await consumer.assign((0..<3).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
-            let received = try await consume(consumer, seconds: 30) { $0.count >= count }
-            await consumer.shutdown()
+            let received = try await readFromBeginning(topic, partitions: 3, on: cluster, seconds: 30) { $0.count >= count }
             let ids = received.compactMap(\.id)
             #expect(ids.count == count, "no duplicates")
             #expect(Set(ids) == Set(0..<count), "nothing lost")
@@ -57,9 +49,7 @@ struct ProducerTests {
 
     @Test("with a tiny local queue, many sends wait for room instead of failing")
     func backPressure() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("pressure")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("pressure", partitions: 2, brokers: 1) { cluster, topic in
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.maxQueuedMessages = 10
             try cluster.setBrokerRoundTripTime(1, .milliseconds(20))
@@ -83,25 +73,17 @@ struct ProducerTests {
                     }
                 }
             }
-            let failures = reports.compactMap { result -> KafkaError? in
-                if case .failure(let error) = result { return error }
-                return nil
-            }
+            let failures = errors(in: reports)
             #expect(failures.isEmpty, "no queue-full failures: \(failures.prefix(3))")
             #expect(reports.count == 550)
-            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-            try await consumer.assign((0..<2).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) })
-            let received = try await consume(consumer, seconds: 30) { $0.count >= 550 }
-            await consumer.shutdown()
+            let received = try await readFromBeginning(topic, partitions: 2, on: cluster, seconds: 30) { $0.count >= 550 }
             #expect(Set(received.compactMap(\.id)) == Set(0..<550))
         }
     }
 
     @Test("retriable produce errors are survived; a non-retriable one is a typed error")
     func requestErrorInjection() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("errors")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("errors", partitions: 1, brokers: 1) { cluster, topic in
             try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
                 try await withTimeout("error injection", seconds: 40) {
                     // Warm up: connection, metadata and producer id are in place.
@@ -130,9 +112,7 @@ struct ProducerTests {
 
     @Test("a record larger than the broker accepts is rejected at once (not retried), others still go through")
     func oversizedRecord() async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("big")
-            try cluster.createTopic(topic, partitions: 1)
+        try await withTopic("big", partitions: 1, brokers: 1) { cluster, topic in
             var configuration = TestSupport.producerConfiguration(cluster)
             configuration.kafka.properties["message.max.bytes"] = "10000"
             try await withProducer(configuration) { producer in

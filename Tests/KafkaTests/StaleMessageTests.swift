@@ -11,9 +11,7 @@ import Testing
 struct StaleMessageTests {
     @Test("a message held across revoke and re-assignment is stale: not current, its offset refused; the partition starts again below it")
     func heldMessageIsStaleAfterReassignment() async throws {
-        try await withCluster { cluster in
-            let topic = TestSupport.unique("held")
-            try cluster.createTopic(topic, partitions: 2)
+        try await withTopic("held", partitions: 2) { cluster, topic in
             let configuration = TestSupport.consumerConfiguration(cluster, group: TestSupport.unique("workers"), topics: [topic])
             let assignments = Locked<[[Int32]]>([])
             let a = try KafkaConsumer(
@@ -23,10 +21,7 @@ struct StaleMessageTests {
                 }),
                 logger: TestSupport.logger
             )
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                let records = (0..<40).map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
-                _ = try await producer.send(records).map { try $0.get() }
-            }
+            try await produce(KafkaProducerRecord.keyed(topic: topic, 0..<40), on: cluster)
 
             // Hold a message that is not its partition's first; store nothing.
             let held = try await withTimeout("a message past its partition's first", seconds: 30) {

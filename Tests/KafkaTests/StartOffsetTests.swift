@@ -52,23 +52,14 @@ struct StartOffsetTests {
     private func withStoredMessages(
         _ body: (EmbeddedKafkaCluster, KafkaConsumer, String) async throws -> Void
     ) async throws {
-        try await withCluster(brokers: 1) { cluster in
-            let topic = TestSupport.unique("times")
-            try cluster.createTopic(topic, partitions: 1)
-            try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-                _ = try await producer.send((0..<5).map { KafkaProducerRecord.numbered(topic: topic, $0) }).map { try $0.get() }
-            }
-            let consumer = try KafkaConsumer(configuration: TestSupport.manualConsumerConfiguration(cluster), logger: TestSupport.logger)
-            do {
+        try await withTopic("times", partitions: 1, brokers: 1) { cluster, topic in
+            try await produce((0..<5).map { KafkaProducerRecord.numbered(topic: topic, $0) }, on: cluster)
+            try await withConsumer(TestSupport.manualConsumerConfiguration(cluster)) { consumer in
                 // Connections and metadata first, so injected errors hit the requests under test.
                 let watermarks = try await consumer.queryWatermarks(topic: topic, partition: 0)
                 #expect(watermarks == KafkaWatermarks(low: 0, high: 5))
                 try await body(cluster, consumer, topic)
-            } catch {
-                await consumer.shutdown()
-                throw error
             }
-            await consumer.shutdown()
         }
     }
 }

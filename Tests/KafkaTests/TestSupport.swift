@@ -92,13 +92,19 @@ func withCluster<T: Sendable>(
     _ body: (EmbeddedKafkaCluster) async throws -> T
 ) async throws -> T {
     let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: TestSupport.logger)
-    do {
-        let result = try await body(cluster)
-        await cluster.shutdown()
-        return result
-    } catch {
-        await cluster.shutdown()
-        throw error
+    return try await withShutdown(cluster, shutdown: { await $0.shutdown() }, body)
+}
+
+/// Starts an embedded cluster with a fresh topic (named `prefix` and a unique suffix), runs
+/// `body`, and always shuts the cluster down.
+func withTopic<T: Sendable>(
+    _ prefix: String,
+    partitions: Int,
+    brokers: Int = 3,
+    _ body: (EmbeddedKafkaCluster, String) async throws -> T
+) async throws -> T {
+    try await withCluster(brokers: brokers) { cluster in
+        try await body(cluster, try await makeTopic(prefix, partitions: partitions, on: cluster))
     }
 }
 
@@ -110,13 +116,54 @@ func withProducer<T: Sendable>(
     _ body: (KafkaProducer) async throws -> T
 ) async throws -> T {
     let producer = try KafkaProducer(configuration: configuration, logger: TestSupport.logger, deadlines: deadlines)
-    do {
-        let result = try await body(producer)
-        await producer.shutdown()
-        return result
-    } catch {
-        await producer.shutdown()
-        throw error
+    return try await withShutdown(producer, shutdown: { await $0.shutdown() }, body)
+}
+
+/// Creates a consumer, runs `body`, and always shuts the consumer down.
+func withConsumer<T: Sendable>(
+    _ configuration: KafkaConsumerConfiguration,
+    rebalanceHandler: KafkaRebalanceHandler = KafkaRebalanceHandler(),
+    _ body: (KafkaConsumer) async throws -> T
+) async throws -> T {
+    let consumer = try KafkaConsumer(configuration: configuration, rebalanceHandler: rebalanceHandler, logger: TestSupport.logger)
+    return try await withShutdown(consumer, shutdown: { await $0.shutdown() }, body)
+}
+
+/// Reads `topic`'s partitions `0..<partitions` from the beginning (manual assignment) until
+/// `done` says so (or the timeout fails the test).
+func readFromBeginning(
+    _ topic: String,
+    partitions: Int32,
+    on cluster: EmbeddedKafkaCluster,
+    seconds: Double,
+    until done: @escaping @Sendable ([KafkaConsumerMessage]) -> Bool
+) async throws -> [KafkaConsumerMessage] {
+    try await withConsumer(TestSupport.manualConsumerConfiguration(cluster)) { consumer in
+        try await consumer.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: partitions))
+        return try await consume(consumer, seconds: seconds, until: done)
+    }
+}
+
+extension KafkaPartitionAssignment {
+    /// Partitions `0..<partitions` of `topic`, each from its beginning.
+    static func fromBeginning(_ topic: String, partitions: Int32) -> [KafkaPartitionAssignment] {
+        (0..<partitions).map { KafkaPartitionAssignment(topic: topic, partition: $0, start: .beginning) }
+    }
+}
+
+extension KafkaProducer {
+    /// Sends `records` and fails unless every one is acknowledged.
+    @discardableResult
+    func sendAll(_ records: [KafkaProducerRecord]) async throws -> [KafkaDeliveryReport] {
+        try await send(records).map { try $0.get() }
+    }
+}
+
+/// The errors among send results.
+func errors(in results: [Result<KafkaDeliveryReport, KafkaError>]) -> [KafkaError] {
+    results.compactMap { result -> KafkaError? in
+        if case .failure(let error) = result { return error }
+        return nil
     }
 }
 
@@ -141,15 +188,7 @@ final class Consumers: Sendable {
 /// Runs `body` with a ``Consumers`` and shuts every consumer it started down afterwards, also
 /// when `body` throws.
 func withConsumers<T: Sendable>(_ body: (Consumers) async throws -> T) async throws -> T {
-    let consumers = Consumers()
-    do {
-        let result = try await body(consumers)
-        await consumers.shutdown()
-        return result
-    } catch {
-        await consumers.shutdown()
-        throw error
-    }
+    try await withShutdown(Consumers(), shutdown: { await $0.shutdown() }, body)
 }
 
 /// Reads messages until `done` says so (or the timeout fails the test).
@@ -181,6 +220,11 @@ extension KafkaProducerRecord {
 }
 
 extension KafkaProducerRecord {
+    /// Numbered records for `range`, each keyed `k<number>`.
+    static func keyed(topic: String, _ range: Range<Int>) -> [KafkaProducerRecord] {
+        range.map { KafkaProducerRecord.numbered(topic: topic, $0, key: "k\($0)") }
+    }
+
     /// Numbered records for `range`, each to the partition `partition` picks for its number, with
     /// timestamp `at` (default: the producer's clock).
     static func numbered(topic: String, _ range: Range<Int>, partition: (Int) -> Int32, at: Date? = nil) -> [KafkaProducerRecord] {
@@ -201,12 +245,14 @@ func makeTopic(
 ) async throws -> String {
     let topic = TestSupport.unique(prefix)
     try cluster.createTopic(topic, partitions: partitions)
-    let batch = records(topic)
-    guard !batch.isEmpty else { return topic }
-    try await withProducer(TestSupport.producerConfiguration(cluster)) { producer in
-        _ = try await producer.send(batch).map { try $0.get() }
-    }
+    try await produce(records(topic), on: cluster)
     return topic
+}
+
+/// Stores `records` on `cluster` through a producer of its own, failing unless each is acknowledged.
+func produce(_ records: [KafkaProducerRecord], on cluster: EmbeddedKafkaCluster) async throws {
+    guard !records.isEmpty else { return }
+    try await storeRecords(records, producer: TestSupport.producerConfiguration(cluster), logger: TestSupport.logger)
 }
 
 extension KafkaConsumerMessage {

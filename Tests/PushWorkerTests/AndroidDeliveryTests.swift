@@ -45,6 +45,11 @@ struct FCMHarness {
         await simulator.stop()
     }
 
+    /// From now on FCM answers every message to `token` with `error` (and nothing else is faulted).
+    func answer(_ token: String, with error: FCMSimulatedError) {
+        simulator.setFaults(FCMSimulatorFaults(tokenOutcomes: [token: error]))
+    }
+
     /// Accepted messages for `token`.
     func messages(for token: String) -> [RecordedFCMMessage] {
         simulator.messages().filter { $0.token == token }
@@ -54,14 +59,14 @@ struct FCMHarness {
 extension WorkerTestbed {
     /// A testbed with both simulators and a worker sender that routes each device to its platform's.
     static func withBothSimulators(partitions: Int, _ body: (SimulatorHarness, FCMHarness, WorkerTestbed) async throws -> Void) async throws {
-        let fcm = try await FCMHarness.start()
-        do {
+        try await withShutdown(try await FCMHarness.start(), shutdown: { await $0.stop() }) { fcm in
             try await withSimulator(partitions: partitions) { apns, bed in try await body(apns, fcm, bed) }
-            await fcm.stop()
-        } catch {
-            await fcm.stop()
-            throw error
         }
+    }
+
+    /// A worker that rings iPhones through `apns` and the app `rider`'s Android phones through `fcm`.
+    func startPlatformWorker(_ apns: SimulatorHarness, _ fcm: FCMHarness) throws -> RunningWorker {
+        try startWorker("worker-a", sender: PlatformPushSender(apns: apns.sender, fcm: fcm.sender), androidApps: ["rider"])
     }
 }
 
@@ -171,7 +176,7 @@ extension WorkerTestbed {
 @Suite(.serialized) struct AndroidWorkerWithSimulators {
     @Test func aCallToAnIPhoneAndAnAndroidPhoneRingsBothOnce() async throws {
         try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
-            let worker = try bed.startWorker("worker-a", sender: PlatformPushSender(apns: apns.sender, fcm: fcm.sender), androidApps: ["rider"])
+            let worker = try bed.startPlatformWorker(apns, fcm)
             let callId = CallID.make()
             let iphone = makeRing(token: token(0xa11), callId: callId)
             let android = makeAndroidRing(token: fcmToken(11), callId: callId)
@@ -201,10 +206,8 @@ extension WorkerTestbed {
     @Test func anAndroidTokenAnsweredUnregisteredEndsFailedInTheDLQAndReplays() async throws {
         try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
             let ring = makeAndroidRing(token: fcmToken(12))
-            var faults = FCMSimulatorFaults()
-            faults.tokenOutcomes[ring.device.token] = .unregistered
-            fcm.simulator.setFaults(faults)
-            let worker = try bed.startWorker("worker-a", sender: PlatformPushSender(apns: apns.sender, fcm: fcm.sender), androidApps: ["rider"])
+            fcm.answer(ring.device.token, with: .unregistered)
+            let worker = try bed.startPlatformWorker(apns, fcm)
             try await bed.produce([.ring(ring)])
             _ = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 30)
             let failed = try #require(bed.log.value.withLock { $0.latest(ring.callId) })
@@ -237,10 +240,8 @@ extension WorkerTestbed {
     @Test func fcmRefusingTheServiceAccountSuspendsOnlyTheAppsAndroidRings() async throws {
         try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
             let refused = makeAndroidRing(token: fcmToken(15))
-            var faults = FCMSimulatorFaults()
-            faults.tokenOutcomes[refused.device.token] = .senderIDMismatch
-            fcm.simulator.setFaults(faults)
-            let worker = try bed.startWorker("worker-a", sender: PlatformPushSender(apns: apns.sender, fcm: fcm.sender), androidApps: ["rider"])
+            fcm.answer(refused.device.token, with: .senderIDMismatch)
+            let worker = try bed.startPlatformWorker(apns, fcm)
             try await bed.produce([.ring(refused)])
             _ = try await bed.collectStatuses(until: { !$0.terminal(refused.callId).isEmpty }, seconds: 30)
             #expect(bed.log.value.withLock { $0.latest(refused.callId)?.error?.code } == "SENDER_ID_MISMATCH")
@@ -260,7 +261,7 @@ extension WorkerTestbed {
 
     @Test func anFCMUnavailableBurstIsRetriedAndSentBeforeTheDeadline() async throws {
         try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
-            let worker = try bed.startWorker("worker-a", sender: PlatformPushSender(apns: apns.sender, fcm: fcm.sender), androidApps: ["rider"])
+            let worker = try bed.startPlatformWorker(apns, fcm)
             let warmUp = makeAndroidRing(token: fcmToken(13))
             try await bed.produce([.ring(warmUp)])  // group joined, access token fetched, connection open
             _ = try await bed.collectStatuses(until: { !$0.terminal(warmUp.callId).isEmpty }, seconds: 30)

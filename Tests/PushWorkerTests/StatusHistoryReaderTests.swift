@@ -73,7 +73,6 @@ import Testing
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: WorkerTestbed.quietLogger)
         try cluster.createTopic(Self.topic, partitions: 3)
         let kafka = WorkerTestbed.kafka(cluster, "rebuild")
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka), logger: WorkerTestbed.quietLogger)
         let cancelledCall = "2c5f39cb-3fb2-4e4c-b4f6-f02ac6b8744c"
         let history = [
             Self.status(Self.callK, .sent),
@@ -81,8 +80,8 @@ import Testing
             Self.status(cancelledCall, .cancelled, deviceKey: nil),
             Self.status(cancelledCall, .sent, deviceKey: "k-old", at: Date().addingTimeInterval(-3600)),
         ]
-        _ = try await producer.send(Self.records(history, partition: 2)).map { try $0.get() }
-        await producer.shutdown()
+        try await storeRecords(Self.records(history, partition: 2), producer: KafkaProducerConfiguration(kafka: kafka),
+                               logger: WorkerTestbed.quietLogger)
         try cluster.setPartitionLeader(topic: Self.topic, partition: 1, broker: -1)
 
         let reader = StatusHistoryReader(kafka: kafka, statusTopic: Self.topic, window: .seconds(600),
@@ -115,9 +114,8 @@ import Testing
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: WorkerTestbed.quietLogger)
         try cluster.createTopic(Self.topic, partitions: 2)
         let kafka = WorkerTestbed.kafka(cluster, "rebuild")
-        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka), logger: WorkerTestbed.quietLogger)
-        _ = try await producer.send(Self.records([Self.status(Self.callK, .sent)], partition: 1)).map { try $0.get() }
-        await producer.shutdown()
+        try await storeRecords(Self.records([Self.status(Self.callK, .sent)], partition: 1), producer: KafkaProducerConfiguration(kafka: kafka),
+                               logger: WorkerTestbed.quietLogger)
         try cluster.setPartitionLeader(topic: Self.topic, partition: 1, broker: -1)
         let leaderBack = Task {
             try await Task.sleep(for: .seconds(2))

@@ -20,11 +20,7 @@ import Testing
             let rings = (0..<10_000).map { i in makeRing(token: token(i)) }
             try await bed.produce(rings.map { .ring($0) })
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
-            let pushesPerToken = Dictionary(grouping: sender.sent, by: \.push.deviceToken).mapValues(\.count)
-            #expect(pushesPerToken.count == rings.count, "every call pushed")
-            #expect(pushesPerToken.values.allSatisfy { $0 == 1 }, "no call pushed twice")
-            let wrong = statuses.notSentSummary(rings.map(\.callId))
-            #expect(wrong.count == 0, "every call has exactly one terminal status, sent; got \(wrong.text)")
+            statuses.expectEachPushedOnceAndSent(rings, pushedTokens: sender.sent.map(\.push.deviceToken))
             await bed.stop([a, b])
         }
     }
@@ -45,11 +41,7 @@ import Testing
             try await bed.produce(rings.map { .ring($0) })
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 300)
             #expect(statuses.count(.retrying) == 0, "the transport stayed healthy (otherwise see the comment above); retried: \(statuses.retryReasons)")
-            let pushesPerToken = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
-            #expect(pushesPerToken.count == rings.count, "every call pushed")
-            #expect(pushesPerToken.values.allSatisfy { $0 == 1 }, "no call pushed twice")
-            let wrong = statuses.notSentSummary(rings.map(\.callId))
-            #expect(wrong.count == 0, "every call has exactly one terminal status, sent; got \(wrong.text)")
+            statuses.expectEachPushedOnceAndSent(rings, pushedTokens: apns.simulator.pushes().map(\.deviceToken))
             await bed.stop([a, b])
         }
     }

@@ -11,9 +11,7 @@ import FoundationNetworking
 
 /// The `push-worker` executable as a real process, configured from the environment.
 @Suite(.serialized) struct WorkerProcess {
-    static var binary: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("push-worker").path
-    }
+    static var binary: String { ChildProcess.productsDirectory.appendingPathComponent("push-worker").path }
 
     @Test func deliversThenStopsOnSIGTERMWithExitZeroWithinTheBound() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "build the push-worker product first")

@@ -66,6 +66,16 @@ struct StatusLog: Sendable {
         return (count, text)
     }
 
+    /// The promise of a clean run: every ring pushed exactly once (`pushedTokens`: the device token
+    /// of each push seen) and ended with exactly one terminal status, `sent`.
+    func expectEachPushedOnceAndSent(_ rings: [RingRequest], pushedTokens: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+        let pushesPerToken = Dictionary(grouping: pushedTokens, by: { $0 }).mapValues(\.count)
+        #expect(pushesPerToken.count == rings.count, "every call pushed", sourceLocation: sourceLocation)
+        #expect(pushesPerToken.values.allSatisfy { $0 == 1 }, "no call pushed twice", sourceLocation: sourceLocation)
+        let wrong = notSentSummary(rings.map(\.callId))
+        #expect(wrong.count == 0, "every call has exactly one terminal status, sent; got \(wrong.text)", sourceLocation: sourceLocation)
+    }
+
     /// The most recent status of a call.
     func latest(_ callId: String) -> CallStatus? { last[callId] }
     var total: Int { counts.values.reduce(0, +) }
@@ -99,14 +109,6 @@ final class WorkerTestbed: Sendable {
     private let collector: KafkaConsumer
     private let collecting: Task<Void, Never>
 
-    static let fastProperties = [
-        "topic.metadata.refresh.interval.ms": "1000",
-        "fetch.wait.max.ms": "20",
-        "auto.commit.interval.ms": "200",
-        "reconnect.backoff.ms": "50",
-        "reconnect.backoff.max.ms": "500",
-    ]
-
     private init(partitions: Int) throws {
         self.partitions = partitions
         let suffix = UUID().uuidString.prefix(8).lowercased()
@@ -133,7 +135,7 @@ final class WorkerTestbed: Sendable {
     }
 
     static func kafka(_ cluster: EmbeddedKafkaCluster, _ clientID: String) -> KafkaConfiguration {
-        KafkaConfiguration(bootstrapServers: [cluster.bootstrapServers], clientID: clientID, properties: fastProperties)
+        cluster.fastTestConfiguration(clientID: clientID)
     }
 
     static func with(partitions: Int, _ body: (WorkerTestbed) async throws -> Void) async throws {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PushClientSupport
 
 /// Builds APNs provider tokens: ES256 JWTs with header `{"alg":"ES256","kid":…}` and claims `{"iss":…,"iat":…}`.
 enum APNSJWT {
@@ -9,17 +10,8 @@ enum APNSJWT {
         let header = #"{"alg":"ES256","kid":""# + key.keyID + #""}"#
         let iat = Int64(issuedAt.timeIntervalSince1970.rounded(.down))
         let claims = #"{"iss":""# + key.teamID + #"","iat":"# + String(iat) + "}"
-        let signingInput = base64URL(Data(header.utf8)) + "." + base64URL(Data(claims.utf8))
+        let signingInput = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(claims.utf8))
         let signature = try key.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + base64URL(signature.rawRepresentation)
-    }
-
-    /// Base64url without padding (RFC 7515).
-    static func base64URL(_ data: Data) -> String {
-        var text = data.base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-")
-        text = text.replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }

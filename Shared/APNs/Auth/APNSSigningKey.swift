@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PushClientSupport
 
 /// A `.p8` token-auth key: the P-256 private key with its key id and team id.
 ///
@@ -61,28 +62,14 @@ public struct APNSSigningKey: Sendable, CustomStringConvertible {
 }
 
 /// A credential that cannot be loaded or used. Always fatal: fix the configuration.
-public struct APNSCredentialError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Stable failure codes.
-    public enum Code: String, Sendable, Hashable {
-        case invalidKey = "invalid-key"
-        case invalidIdentifier = "invalid-identifier"
-        case unreadableFile = "unreadable-file"
-        case invalidCertificate = "invalid-certificate"
-        case invalidTrustRoot = "invalid-trust-root"
-        case invalidConfiguration = "invalid-configuration"
-    }
+public typealias APNSCredentialError = CredentialError<APNSCredentialErrorCode>
 
-    public var code: Code
-    public var message: String
-    /// Credential errors are never retryable.
-    public var isRetryable: Bool { false }
-    /// Credential errors are always fatal.
-    public var isFatal: Bool { true }
-
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { "\(code.rawValue): \(message)" }
+/// Stable failure codes of ``APNSCredentialError``.
+public enum APNSCredentialErrorCode: String, Sendable, Hashable {
+    case invalidKey = "invalid-key"
+    case invalidIdentifier = "invalid-identifier"
+    case unreadableFile = "unreadable-file"
+    case invalidCertificate = "invalid-certificate"
+    case invalidTrustRoot = "invalid-trust-root"
+    case invalidConfiguration = "invalid-configuration"
 }

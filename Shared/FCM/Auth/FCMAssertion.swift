@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PushClientSupport
 import _CryptoExtras
 
 /// The OAuth2 JWT grant of a service account (RFC 7523, Google's "two-legged OAuth"): an RS256 JWT with
@@ -32,17 +33,8 @@ enum FCMAssertion {
         let header = try encoder.encode(Header(kid: account.privateKeyID))
         let claims = try encoder.encode(
             Claims(iss: account.clientEmail, scope: scope, aud: account.tokenURI, iat: iat, exp: iat + Int64(lifetime)))
-        let signingInput = base64URL(header) + "." + base64URL(claims)
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(claims)
         let signature = try account.privateKey.signature(for: SHA256.hash(data: Data(signingInput.utf8)), padding: .insecurePKCS1v1_5)
-        return signingInput + "." + base64URL(signature.rawRepresentation)
-    }
-
-    /// Base64url without padding (RFC 7515).
-    static func base64URL(_ data: Data) -> String {
-        var text = data.base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-")
-        text = text.replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }

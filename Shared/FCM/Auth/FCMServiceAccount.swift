@@ -1,4 +1,5 @@
 import Foundation
+import PushClientSupport
 import _CryptoExtras
 
 /// A Google service account as in the JSON file the Firebase console gives out: the project, the client email,
@@ -107,27 +108,13 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible {
 }
 
 /// A service account or client setting that cannot be used. Always fatal: fix the configuration.
-public struct FCMCredentialError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Stable failure codes.
-    public enum Code: String, Sendable, Hashable {
-        case invalidServiceAccount = "invalid-service-account"
-        case invalidKey = "invalid-key"
-        case unreadableFile = "unreadable-file"
-        case invalidTrustRoot = "invalid-trust-root"
-        case invalidConfiguration = "invalid-configuration"
-    }
+public typealias FCMCredentialError = CredentialError<FCMCredentialErrorCode>
 
-    public var code: Code
-    public var message: String
-    /// Credential errors are never retryable.
-    public var isRetryable: Bool { false }
-    /// Credential errors are always fatal.
-    public var isFatal: Bool { true }
-
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { "\(code.rawValue): \(message)" }
+/// Stable failure codes of ``FCMCredentialError``.
+public enum FCMCredentialErrorCode: String, Sendable, Hashable {
+    case invalidServiceAccount = "invalid-service-account"
+    case invalidKey = "invalid-key"
+    case unreadableFile = "unreadable-file"
+    case invalidTrustRoot = "invalid-trust-root"
+    case invalidConfiguration = "invalid-configuration"
 }

@@ -1,4 +1,3 @@
-import CRdKafka
 import Logging
 import Synchronization
 
@@ -25,18 +24,14 @@ public final class KafkaAdminClient: Sendable {
         var properties = KafkaPropertyScope.forProducer(configuration.rawProperties)
         // Fail fast on an unreachable cluster instead of reconnecting for long.
         properties["reconnect.backoff.max.ms"] = properties["reconnect.backoff.max.ms"] ?? "1000"
-        self.client = try RDKafkaClient.create(
-            type: RD_KAFKA_PRODUCER, properties: properties, logger: logger, delegate: nil, servesMainQueue: false)
+        self.client = try RDKafkaClient.admin(properties: properties, logger: logger)
     }
 
     /// Asks the cluster for its brokers and topics, waiting at most `timeout`.
     public func describeCluster(timeout: Duration = .seconds(10)) async throws(KafkaError) -> KafkaClusterDescription {
-        guard handleGuard.enter() else { throw KafkaError.shutdown("admin client") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let result = await BlockingCall.run("kafka-admin.metadata") { RDKafkaAdmin.metadata(handle.pointer, timeoutMs: timeoutMs) }
-        handleGuard.leave()
-        return try result.get()
+        try await handleGuard.blockingCall("kafka-admin.metadata", on: client, owner: "admin client", timeout: timeout) {
+            RDKafkaAdmin.metadata($0, timeoutMs: $1)
+        }
     }
 
     /// Creates `topics`; returns the broker's answer per topic (an existing topic answers
@@ -45,14 +40,9 @@ public final class KafkaAdminClient: Sendable {
     /// - Throws: ``KafkaError`` when the request as a whole failed (unreachable, unsupported, timeout).
     public func createTopics(_ topics: [KafkaNewTopic], timeout: Duration = .seconds(30)) async throws(KafkaError) -> [KafkaTopicCreationResult] {
         guard !topics.isEmpty else { return [] }
-        guard handleGuard.enter() else { throw KafkaError.shutdown("admin client") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let result = await BlockingCall.run("kafka-admin.create-topics") {
-            RDKafkaAdmin.createTopics(handle.pointer, topics, timeoutMs: timeoutMs)
+        return try await handleGuard.blockingCall("kafka-admin.create-topics", on: client, owner: "admin client", timeout: timeout) {
+            RDKafkaAdmin.createTopics($0, topics, timeoutMs: $1)
         }
-        handleGuard.leave()
-        return try result.get()
     }
 
     /// Destroys the client (bounded). Safe to call more than once.
@@ -64,10 +54,6 @@ public final class KafkaAdminClient: Sendable {
 
     /// Whether `error` means no broker could be reached in time.
     public static func isUnreachable(_ error: KafkaError) -> Bool {
-        let codes: Set<Int32> = [
-            RD_KAFKA_RESP_ERR__TRANSPORT.rawValue, RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue,
-            RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue, RD_KAFKA_RESP_ERR__RESOLVE.rawValue,
-        ]
-        return error.rdKafkaCode.map(codes.contains) ?? (error.code == .timeout)
+        error.rdKafkaCode.map(KafkaError.unreachableCodes.contains) ?? (error.code == .timeout)
     }
 }

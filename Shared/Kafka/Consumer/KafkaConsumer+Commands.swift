@@ -1,5 +1,3 @@
-import CRdKafka
-
 /// A request the poll thread carries out between polls, so that every assignment change
 /// happens on that thread, in order with the messages it collects.
 struct ConsumerCommand {
@@ -41,14 +39,7 @@ extension KafkaConsumer {
         let handle = UncheckedHandle(client.handle)
         let timeoutMs = Int32(clamping: min(configuration.closeTimeout, .seconds(5)).milliseconds)
         await BlockingCall.run("kafka-consumer.metadata") {
-            for topic in topics {
-                guard let rkt = rd_kafka_topic_new(handle.pointer, topic, nil) else { continue }
-                var metadata: UnsafePointer<rd_kafka_metadata>?
-                if rd_kafka_metadata(handle.pointer, 0, rkt, &metadata, timeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata {
-                    rd_kafka_metadata_destroy(metadata)
-                }
-                rd_kafka_topic_destroy(rkt)
-            }
+            RDKafkaConsumerCalls.loadMetadata(handle.pointer, topics: topics, timeoutMs: timeoutMs)
         }
         handleGuard.leave()
     }
@@ -114,41 +105,22 @@ extension KafkaConsumer {
         let handle = client.handle
         switch kind {
         case .assign(let assignments):
-            let list = RDKafkaTopicPartitionList(capacity: assignments.count)
-            for assignment in assignments {
-                let offset: Int64
-                switch assignment.start {
-                case .beginning: offset = Int64(RD_KAFKA_OFFSET_BEGINNING)
-                case .end: offset = Int64(RD_KAFKA_OFFSET_END)
-                case .offset(let value): offset = value
-                }
-                list.add(topic: assignment.topicPartition.topic, partition: assignment.topicPartition.partition, offset: offset)
-            }
+            let list = RDKafkaConsumerCalls.assignmentList(assignments)
             let partitions = assignments.map(\.topicPartition)
             state.withLock { state in
                 state.replaceAssignment(partitions)
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
-            let err = rd_kafka_assign(handle, list.pointer)
+            let failure = RDKafkaConsumerCalls.assign(handle, list)
             syncPauses()
-            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { return .failure(KafkaError(rdKafka: err, context: "assign")) }
+            if let failure { return .failure(failure) }
             return .success(())
         case .seek(let partition, let offset):
             state.withLock { state in
                 state.invalidate(partition)
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
-            let list = RDKafkaTopicPartitionList()
-            list.add(topic: partition.topic, partition: partition.partition, offset: offset)
-            if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {
-                return .failure(KafkaError(consuming: error, context: "seek \(partition)"))
-            }
-            // Asynchronous seek (timeout 0; 2.0.2's seek timeouts are broken): `_IN_PROGRESS` is success.
-            if let failed = list.elements.first(where: {
-                $0.err != RD_KAFKA_RESP_ERR_NO_ERROR && $0.err != RD_KAFKA_RESP_ERR__IN_PROGRESS
-            }) {
-                return .failure(KafkaError(rdKafka: failed.err, context: "seek \(partition)"))
-            }
+            if let failure = RDKafkaConsumerCalls.seek(handle, partition, offset: offset) { return .failure(failure) }
             return .success(())
         case .pause(let partitions):
             state.withLock { $0.setUserPaused(partitions, paused: true) }

@@ -1,5 +1,3 @@
-import CRdKafka
-
 extension KafkaConsumer {
     /// Stores `message.offset + 1` for its partition: the message is processed. Stored
     /// offsets are committed automatically, on revoke and on close.
@@ -38,14 +36,12 @@ extension KafkaConsumer {
         let handle = client.handle
         // Checked and stored under the lock the rebalance path takes before committing, so an
         // offset is never stored for a revoked partition after its final commit.
-        let failure = state.withLock { state -> rd_kafka_resp_err_t in
-            guard allowed(state) else { return RD_KAFKA_RESP_ERR__STATE }
-            let err = rd_kafka_offsets_store(handle, list.pointer)
-            let partitionErr = list.elements.first?.err ?? RD_KAFKA_RESP_ERR_NO_ERROR
-            return err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : partitionErr
+        let failure = state.withLock { state -> Int32 in
+            guard allowed(state) else { return RDKafkaOffsets.notAssigned }
+            return RDKafkaOffsets.store(handle, list)
         }
-        guard failure == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(rdKafka: failure, context: "store offset \(offset) for \(topic)[\(partition)]")
+        guard failure == RDKafkaOffsets.stored else {
+            throw KafkaError(rdKafkaCode: failure, context: "store offset \(offset) for \(topic)[\(partition)]")
         }
     }
 
@@ -74,11 +70,7 @@ extension KafkaConsumer {
     public func cachedWatermarks(topic: String, partition: Int32) -> KafkaWatermarks? {
         guard handleGuard.enter() else { return nil }
         defer { handleGuard.leave() }
-        var low: Int64 = -1
-        var high: Int64 = -1
-        let err = rd_kafka_get_watermark_offsets(client.handle, topic, partition, &low, &high)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, low >= 0, high >= 0 else { return nil }
-        return KafkaWatermarks(low: low, high: high)
+        return RDKafkaOffsets.cachedWatermarks(client.handle, topic: topic, partition: partition)
     }
 
     /// The low and high watermarks of a partition, asked from the broker. Runs the blocking
@@ -88,20 +80,9 @@ extension KafkaConsumer {
         partition: Int32,
         timeout: Duration = .seconds(10)
     ) async throws(KafkaError) -> KafkaWatermarks {
-        guard handleGuard.enter() else { throw KafkaError.shutdown("consumer") }
-        let handle = UncheckedHandle(client.handle)
-        let timeoutMs = Int32(clamping: timeout.milliseconds)
-        let (err, low, high) = await BlockingCall.run("kafka-consumer.watermarks") { () -> (rd_kafka_resp_err_t, Int64, Int64) in
-            var low: Int64 = -1
-            var high: Int64 = -1
-            let err = rd_kafka_query_watermark_offsets(handle.pointer, topic, partition, &low, &high, timeoutMs)
-            return (err, low, high)
+        try await handleGuard.blockingCall("kafka-consumer.watermarks", on: client, owner: "consumer", timeout: timeout) {
+            RDKafkaOffsets.queryWatermarks($0, topic: topic, partition: partition, timeoutMs: $1)
         }
-        handleGuard.leave()
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            throw KafkaError(rdKafka: err, context: "watermarks of \(topic)[\(partition)]")
-        }
-        return KafkaWatermarks(low: low, high: high)
     }
 
     /// Waits for the next batch of messages (iterator support). Cancelling the waiting

@@ -1,20 +1,17 @@
-import CRdKafka
 import Foundation
 import Locking
 
 extension KafkaConsumer: RDKafkaClientDelegate {
     /// librdkafka's rebalance callback, on the poll thread (inside `rd_kafka_consumer_poll`
     /// or `rd_kafka_consumer_close`).
-    func rebalance(_ err: rd_kafka_resp_err_t, _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) {
-        let handle = client.handle
+    func rebalance(_ event: RDKafkaRebalance) {
         // Messages collected so far were fetched under the old assignment.
         flushPending()
-        let partitions = RDKafkaTopicPartitionList.partitions(of: list)
-        switch err {
-        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-            let assignErr = rd_kafka_assign(handle, list)
-            if assignErr != RD_KAFKA_RESP_ERR_NO_ERROR {
-                logger.error("kafka assign failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: assignErr))"])
+        let partitions = event.partitions
+        switch event.kind {
+        case .assign:
+            if let assignError = event.assignListed() {
+                logger.error("kafka assign failed", metadata: ["kafka.error": "\(assignError)"])
             }
             let assignment = state.withLock { state in
                 state.assign(partitions)
@@ -39,12 +36,12 @@ extension KafkaConsumer: RDKafkaClientDelegate {
             // fetched for them meanwhile; they fetch again from the committed offset on resume), and
             // applies back-pressure and the application's pauses to the new assignment.
             syncPauses()
-        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        case .revoke:
             state.withLock { state in
                 state.revoke(partitions)
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
-            let lost = rd_kafka_assignment_lost(handle) != 0
+            let lost = event.isAssignmentLost
             logger.info("kafka partitions revoked", metadata: ["kafka.partitions": "\(partitions)", "kafka.lost": "\(lost)"])
             // Let the application finish in-flight work and store its offsets (bounded).
             if !runHandler("revoke", timeout: configuration.revokeTimeout, { [rebalanceHandler] in
@@ -58,21 +55,20 @@ extension KafkaConsumer: RDKafkaClientDelegate {
             // From here on stores for these partitions fail, so nothing is stored after the commit.
             state.withLock { $0.endRevoke() }
             if !lost, case .group = configuration.mode {
-                let commitErr = rd_kafka_commit(handle, nil, 0)
-                if commitErr != RD_KAFKA_RESP_ERR_NO_ERROR && commitErr != RD_KAFKA_RESP_ERR__NO_OFFSET {
-                    logger.warning("kafka commit on revoke failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: commitErr))"])
+                if let commitError = event.commitStored() {
+                    logger.warning("kafka commit on revoke failed", metadata: ["kafka.error": "\(commitError)"])
                 }
             }
-            rd_kafka_assign(handle, nil)
+            event.unassign()
             syncPauses()  // clears librdkafka's pause of the revoked partitions (it survives re-assignment)
-        default:
-            logger.error("kafka rebalance error", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
+        case .failed(let error):
+            logger.error("kafka rebalance error", metadata: ["kafka.error": "\(error)"])
             state.withLock { state in
                 state.revoke(Array(state.assigned.keys))
                 state.endRevoke()
                 epochMirror.store(state.epoch, ordering: .releasing)
             }
-            rd_kafka_assign(handle, nil)
+            event.unassign()
             syncPauses()
         }
         pollContext.pendingEpoch = state.withLock { $0.epoch }
@@ -129,10 +125,8 @@ extension KafkaConsumer: RDKafkaClientDelegate {
     /// applied when the call returns) the broker threads are woken.
     private func setPaused(_ partitions: [KafkaTopicPartition], paused: Bool) {
         guard !partitions.isEmpty else { return }
-        let list = RDKafkaTopicPartitionList.make(partitions)
-        let err = paused ? rd_kafka_pause_partitions(client.handle, list.pointer) : rd_kafka_resume_partitions(client.handle, list.pointer)
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.warning("kafka pause/resume failed", metadata: ["kafka.error": "\(KafkaError(rdKafka: err))"])
+        if let error = client.setPaused(partitions, paused: paused) {
+            logger.warning("kafka pause/resume failed", metadata: ["kafka.error": "\(error)"])
         }
         if !paused { client.wakeBrokerThreads() }
     }

@@ -1,4 +1,3 @@
-import CRdKafka
 import Logging
 import ServiceLifecycle
 import Locking
@@ -34,21 +33,10 @@ public final class EmbeddedKafkaCluster: Service, Sendable {
         }
         self.brokerCount = brokers
         self.logger = logger
-        self.client = try RDKafkaClient.create(
-            type: RD_KAFKA_PRODUCER,
-            properties: ["client.id": "embedded-kafka-cluster"],
-            logger: logger,
-            delegate: nil,
-            servesMainQueue: false
-        )
-        guard let mock = rd_kafka_mock_cluster_new(client.handle, Int32(brokers)),
-            let bootstraps = rd_kafka_mock_cluster_bootstraps(mock)
-        else {
-            rd_kafka_destroy(client.handle)
-            throw KafkaError(code: "mock_cluster", message: "rd_kafka_mock_cluster_new failed")
-        }
-        self.bootstrapServers = String(cString: bootstraps)
-        self.cluster = Locked(UncheckedHandle(mock))
+        self.client = try RDKafkaMock.host(logger: logger)
+        let (mock, bootstraps) = try RDKafkaMock.start(on: client, brokers: brokers)
+        self.bootstrapServers = bootstraps
+        self.cluster = Locked(mock)
         logger.info("embedded kafka cluster started", metadata: ["kafka.bootstrap": "\(bootstrapServers)"])
     }
 
@@ -67,7 +55,7 @@ public final class EmbeddedKafkaCluster: Service, Sendable {
             return handle
         }) else { return }
         await BlockingCall.run("kafka-mock.destroy") {
-            rd_kafka_mock_cluster_destroy(mock.pointer)
+            RDKafkaMock.destroy(mock.pointer)
         }
         await client.destroy(deadline: .seconds(10), name: "embedded-kafka-cluster")
         logger.info("embedded kafka cluster stopped")
@@ -76,80 +64,54 @@ public final class EmbeddedKafkaCluster: Service, Sendable {
     /// Creates `topic` with `partitions` partitions and the given replication factor.
     public func createTopic(_ topic: String, partitions: Int, replicationFactor: Int = 1) throws(KafkaError) {
         try withCluster("create topic '\(topic)'") { mock in
-            rd_kafka_mock_topic_create(mock, topic, Int32(partitions), Int32(replicationFactor))
+            RDKafkaMock.createTopic(mock, topic, partitions: partitions, replicationFactor: replicationFactor)
         }
     }
 
     /// Takes broker `id` down: it closes its connections and refuses new ones (leaders do not move).
     public func setBrokerDown(_ id: Int32) throws(KafkaError) {
-        try withCluster("set broker \(id) down") { rd_kafka_mock_broker_set_down($0, id) }
+        try withCluster("set broker \(id) down") { RDKafkaMock.setBrokerDown($0, id) }
     }
 
     /// Brings broker `id` back up.
     public func setBrokerUp(_ id: Int32) throws(KafkaError) {
-        try withCluster("set broker \(id) up") { rd_kafka_mock_broker_set_up($0, id) }
+        try withCluster("set broker \(id) up") { RDKafkaMock.setBrokerUp($0, id) }
     }
 
     /// Delays every response of broker `id` by `rtt`.
     public func setBrokerRoundTripTime(_ id: Int32, _ rtt: Duration) throws(KafkaError) {
-        try withCluster("set broker \(id) rtt") { rd_kafka_mock_broker_set_rtt($0, id, Int32(rtt.milliseconds)) }
+        try withCluster("set broker \(id) rtt") { RDKafkaMock.setBrokerRoundTripTime($0, id, milliseconds: Int32(rtt.milliseconds)) }
     }
 
     /// Makes broker `id` the leader of `partition` of `topic` (`-1`: no leader).
     public func setPartitionLeader(topic: String, partition: Int32, broker id: Int32) throws(KafkaError) {
         try withCluster("set leader of \(topic)[\(partition)]") {
-            rd_kafka_mock_partition_set_leader($0, topic, partition, id)
+            RDKafkaMock.setPartitionLeader($0, topic: topic, partition: partition, broker: id)
         }
     }
 
     /// Makes metadata requests for `topic` return `error` (`nil` clears it).
     public func setTopicError(_ topic: String, error: KafkaError.Code?) throws(KafkaError) {
-        let err = try error.map { code throws(KafkaError) in try Self.responseError(named: code.rawValue) }
-            ?? RD_KAFKA_RESP_ERR_NO_ERROR
-        try withCluster("set topic error") { mock in
-            rd_kafka_mock_topic_set_error(mock, topic, err)
-            return RD_KAFKA_RESP_ERR_NO_ERROR
-        }
+        let errorCode = try error.map { code throws(KafkaError) in try RDKafkaMock.responseError(named: code.rawValue) } ?? RDKafkaMock.ok
+        try withCluster("set topic error") { RDKafkaMock.setTopicError($0, topic: topic, code: errorCode) }
     }
 
     /// Makes the next `errors.count` requests of API `apiKey` (e.g. ``KafkaAPIKey/produce``)
     /// fail with the given errors, in order. Errors are librdkafka error names such as
     /// `NOT_LEADER_FOR_PARTITION` (see ``KafkaError/Code``).
     public func pushRequestErrors(apiKey: KafkaAPIKey, errors: [KafkaError.Code]) throws(KafkaError) {
-        var codes: [rd_kafka_resp_err_t] = []
-        for error in errors { codes.append(try Self.responseError(named: error.rawValue)) }
-        try withCluster("push request errors") { mock in
-            codes.withUnsafeBufferPointer { buffer in
-                rd_kafka_mock_push_request_errors_array(mock, apiKey.rawValue, buffer.count, buffer.baseAddress)
-            }
-            return RD_KAFKA_RESP_ERR_NO_ERROR
-        }
+        var codes: [Int32] = []
+        for error in errors { codes.append(try RDKafkaMock.responseError(named: error.rawValue)) }
+        try withCluster("push request errors") { RDKafkaMock.pushRequestErrors($0, apiKey: apiKey.rawValue, codes: codes) }
     }
 
-    private func withCluster(_ what: String, _ body: (OpaquePointer) -> rd_kafka_resp_err_t) throws(KafkaError) {
-        let err = cluster.withLock { handle -> rd_kafka_resp_err_t? in
+    private func withCluster(_ what: String, _ body: (OpaquePointer) -> Int32) throws(KafkaError) {
+        let code = cluster.withLock { handle -> Int32? in
             guard let handle else { return nil }
             return body(handle.pointer)
         }
-        guard let err else { throw KafkaError.shutdown("embedded cluster") }
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(rdKafka: err, context: what) }
-    }
-
-    /// Looks up a librdkafka error by its name (as in `rd_kafka_err2name`).
-    static func responseError(named name: String) throws(KafkaError) -> rd_kafka_resp_err_t {
-        var descriptionsPointer: UnsafePointer<rd_kafka_err_desc>?
-        var count = 0
-        rd_kafka_get_err_descs(&descriptionsPointer, &count)
-        guard let descriptions = descriptionsPointer else {
-            throw KafkaError(code: .invalidUsage, message: "no librdkafka error table")
-        }
-        for index in 0..<count {
-            let description = descriptions[index]
-            if let entryName = description.name, String(cString: entryName) == name {
-                return description.code
-            }
-        }
-        throw KafkaError(code: .invalidUsage, message: "unknown librdkafka error name '\(name)'")
+        guard let code else { throw KafkaError.shutdown("embedded cluster") }
+        guard code == RDKafkaMock.ok else { throw KafkaError(rdKafkaCode: code, context: what) }
     }
 }
 

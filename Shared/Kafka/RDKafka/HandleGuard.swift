@@ -30,6 +30,24 @@ final class HandleGuard: Sendable {
         waiter?.resume()
     }
 
+    /// Runs the blocking librdkafka call `body` on a dedicated thread named `name`, with
+    /// `client`'s handle kept alive meanwhile and `timeout` given to it in milliseconds. Fails
+    /// with a shutdown error naming `owner` once the handle is (being) destroyed.
+    func blockingCall<T: Sendable>(
+        _ name: String,
+        on client: RDKafkaClient,
+        owner: String,
+        timeout: Duration,
+        _ body: @escaping @Sendable (OpaquePointer, Int32) -> Result<T, KafkaError>
+    ) async throws(KafkaError) -> T {
+        guard enter() else { throw KafkaError.shutdown(owner) }
+        let handle = UncheckedHandle(client.handle)
+        let timeoutMs = Int32(clamping: timeout.milliseconds)
+        let result = await BlockingCall.run(name) { body(handle.pointer, timeoutMs) }
+        leave()
+        return try result.get()
+    }
+
     func closeAndWait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = state.withLock { state -> Bool in

@@ -43,6 +43,11 @@ extension KafkaError {
         RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR,
     ] as [rd_kafka_resp_err_t]).map(\.rawValue))
 
+    /// No broker could be reached in time (``KafkaAdminClient/isUnreachable(_:)``).
+    static let unreachableCodes: Set<Int32> = Set(([
+        RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__TIMED_OUT, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR__RESOLVE,
+    ] as [rd_kafka_resp_err_t]).map(\.rawValue))
+
     /// The client is going away: purged at shutdown, or destroyed.
     static let shutdownCodes: Set<Int32> = Set(([
         RD_KAFKA_RESP_ERR__PURGE_QUEUE, RD_KAFKA_RESP_ERR__PURGE_INFLIGHT, RD_KAFKA_RESP_ERR__DESTROY,

@@ -1,4 +1,5 @@
 import CRdKafka
+import Logging
 
 /// The blocking librdkafka calls behind ``KafkaAdminClient``: a metadata request and
 /// CreateTopics. Callers run them on a dedicated thread (``BlockingCall``).
@@ -99,5 +100,13 @@ enum RDKafkaAdmin {
             let text = rd_kafka_topic_result_error_string(topicResult).map { String(cString: $0) }
             return KafkaTopicCreationResult(name: name, error: KafkaError(rdKafka: err, context: text))
         })
+    }
+}
+
+extension RDKafkaClient {
+    /// The client behind ``KafkaAdminClient``: a producer-type handle whose main queue nobody
+    /// serves (it only makes metadata and admin requests).
+    static func admin(properties: [String: String], logger: Logger) throws(KafkaError) -> RDKafkaClient {
+        try create(type: RD_KAFKA_PRODUCER, properties: properties, logger: logger, delegate: nil, servesMainQueue: false)
     }
 }

@@ -8,8 +8,8 @@ import Locking
 /// They run on the client's own poll thread (we set `log.queue=true` and serve the main
 /// queue ourselves), never on internal librdkafka threads.
 protocol RDKafkaClientDelegate: AnyObject, Sendable {
-    /// A group rebalance (consumer): assign or revoke `partitions`.
-    func rebalance(_ err: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>)
+    /// A group rebalance (consumer): assign or revoke its partitions.
+    func rebalance(_ event: RDKafkaRebalance)
 }
 
 /// Per-client state that librdkafka's C callbacks reach through the `opaque` pointer.
@@ -248,7 +248,7 @@ private let rdRebalanceCallback: @convention(c) (
         if err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS { rd_kafka_assign(rk, partitions) } else { rd_kafka_assign(rk, nil) }
         return
     }
-    delegate.rebalance(err, partitions)
+    delegate.rebalance(RDKafkaRebalance(rk, err, partitions))
 }
 
 extension String {
