@@ -49,8 +49,10 @@ public final class DispatchAPI: Sendable {
 
     /// Handlers over a view and a publisher; `isReady` answers `/readyz`, `isViewReady` says
     /// whether the view has caught up (until then status reads answer 503, not 404).
+    /// `limiterClock` is the seconds the per-address, per-call and per-device limits refill by.
     public init(configuration: DispatchConfiguration, view: StatusView, publisher: any EventPublishing,
                 metrics: DispatchMetrics, logger: Logger, origin: [UInt8]? = nil, tracing: CallTracing = .off,
+                limiterClock: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds,
                 isReady: @escaping @Sendable () -> Bool, isViewReady: @escaping @Sendable () -> Bool = { true }) throws(AckTokenError) {
         self.origin = origin ?? Self.makeOrigin(instanceID: configuration.instanceID)
         self.tracing = tracing
@@ -62,10 +64,12 @@ public final class DispatchAPI: Sendable {
         self.acks = IdempotencyStore(window: .seconds(configuration.limits.ringTimeoutSeconds.upperBound) + configuration.ackGrace,
                                      budgetBytes: configuration.ackBytes)
         self.rateLimiter = RateLimiter()
-        self.ackLimiterPerAddress = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerAddress, burst: 2 * configuration.ackRatePerAddress)
-        self.ackLimiterPerCall = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerCall, burst: 2 * configuration.ackRatePerCall)
+        self.ackLimiterPerAddress = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerAddress, burst: 2 * configuration.ackRatePerAddress,
+                                                     now: limiterClock)
+        self.ackLimiterPerCall = KeyedRateLimiter(ratePerSecond: configuration.ackRatePerCall, burst: 2 * configuration.ackRatePerCall,
+                                                  now: limiterClock)
         self.ringLimiterPerDevice = KeyedRateLimiter(ratePerSecond: configuration.ringsPerDevicePerMinute / 60,
-                                                     burst: configuration.ringsPerDevicePerMinute)
+                                                     burst: configuration.ringsPerDevicePerMinute, now: limiterClock)
         self.streams = StreamSlots(perKey: configuration.eventStreamsPerKey, total: configuration.eventStreams)
         self.authenticator = APIKeyAuthenticator(keys: configuration.apiKeys)
         self.ackTokens = try AckTokenSigner(secret: configuration.ackSecret)

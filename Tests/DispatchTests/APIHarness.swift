@@ -86,12 +86,15 @@ struct APIHarness {
     let port: Int
     let group: ServiceGroup
 
+    /// `limiterClock` stands still for tests that count what a limit lets through: on a loaded
+    /// machine a test's requests can take long enough for a bucket to refill.
     static func with(_ configuration: DispatchConfiguration = testConfiguration(),
+                     limiterClock: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds,
                      _ body: (APIHarness) async throws -> Void) async throws {
         let publisher = RecordingPublisher()
         let view = StatusView(window: .seconds(600), budgetBytes: 16 << 20)
         let api = try DispatchAPI(configuration: configuration, view: view, publisher: publisher, metrics: DispatchMetrics(),
-                                  logger: quietLogger, isReady: { true })
+                                  logger: quietLogger, limiterClock: limiterClock, isReady: { true })
         // The server dispatch itself runs (connection limits, timeouts), on a free port.
         let bound = BoundPort()
         let identity = try configuration.tls.map { try TLSIdentity(files: $0, logger: quietLogger) }
