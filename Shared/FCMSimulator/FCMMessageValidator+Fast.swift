@@ -205,15 +205,18 @@ extension FCMMessageValidator {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
             index += 1
             let start = index
+            var ascii = true
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") {
-                    let text = String(validating: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                    let text = UnsafeBufferPointer(rebasing: bytes.assumingMemoryBound(to: UInt8.self)[start..<index])
                     index += 1
-                    return text
+                    // ASCII is valid UTF-8 as it is; the generic validation cost more than the rest of the reader.
+                    return ascii ? String(decoding: text, as: UTF8.self) : String(validating: text, as: UTF8.self)
                 }
                 if byte == UInt8(ascii: "\\") { return escapedString(from: start) }
                 if byte < 0x20 { return nil }
+                ascii = ascii && byte < 0x80
                 index += 1
             }
             return nil
