@@ -23,6 +23,7 @@ struct FCMBenchmark: AsyncParsableCommand {
     @Flag(help: "Only measure our client.") var skipPeers = false
 
     static let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+    static let cpu = CPUFigures()
     static let token = "YmVuY2g:APA91bBenchTokenBenchTokenBenchTokenBenchTokenBenchTokenBenchToken"
     static let data = ["callId": "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", "handle": "driver-1234", "displayName": "Driver Tanaka",
                        "hasVideo": "false", "ackToken": "v1.1b4e28ba.0123456789abcdef0123456789abcdef"]
@@ -35,7 +36,7 @@ struct FCMBenchmark: AsyncParsableCommand {
         for count in connections {
             let simulator = try await FCMSimulatorProcess.start(threads: serverThreads)
             defer { simulator.stop() }
-            let row = try await measureClient(connections: count, simulator: simulator, logger: logger)
+            let row = try await measureClient(connections: count, simulator: simulator, logger: logger, cpuOfServer: simulator.process.processIdentifier)
             rows.append(row)
             print(row.formatted)
         }
@@ -53,6 +54,11 @@ struct FCMBenchmark: AsyncParsableCommand {
         }
         print("\n" + BenchmarkRow.header)
         for row in rows { print(row.formatted) }
+        print("\nCPU per message, user + system µs (what each side spends, whatever else the machine runs):")
+        for line in Self.cpu.lines { print("  " + line.text) }
+        if let ours = Self.cpu.client("ours -> nghttpd", 1), let python = Self.cpu.client("firebase-admin multicast", 0) {
+            print(String(format: "firebase-admin CPU/ours CPU per message (1 connection): %.1f", python / ours))
+        }
         func rate(_ name: String, _ connections: Int) -> Double? {
             rows.first { $0.name == name && $0.connections == connections }?.rate
         }
@@ -79,7 +85,7 @@ struct FCMBenchmark: AsyncParsableCommand {
 
     private func measureClient(
         connections: Int, simulator: FCMSimulatorProcess, logger: Logger, name: String = "ours -> fcm-simulator",
-        endpoint: (port: Int, caCertificatePEM: String)? = nil
+        endpoint: (port: Int, caCertificatePEM: String)? = nil, cpuOfServer server: Int32
     ) async throws -> BenchmarkRow {
         let account = try FCMServiceAccount(contentsOfFile: simulator.serviceAccountPath)
         let simulatorCA = try String(contentsOfFile: simulator.caPath, encoding: .utf8)
@@ -95,9 +101,14 @@ struct FCMBenchmark: AsyncParsableCommand {
             eventLoopGroup: Self.clientGroup, logger: logger)
         let message = FCMMessage(app: "bench", token: Self.token, data: Self.data, collapseKey: Self.data["callId"]!, deadline: Date().addingTimeInterval(600))
         _ = await drive(client: client, message: message, total: min(messages, 5_000))  // warm-up: token, connections
+        let cpuBefore = (ProcessCPU.read(pid: nil), ProcessCPU.read(pid: server))
         let start = ContinuousClock.now
         let result = await drive(client: client, message: message, total: messages)
         let elapsed = ContinuousClock.now - start
+        let cpuAfter = (ProcessCPU.read(pid: nil), ProcessCPU.read(pid: server))
+        Self.cpu.add(name, connections, client: ProcessCPU.microseconds(cpuBefore.0?.own, cpuAfter.0?.own, per: messages),
+                server: ProcessCPU.microseconds(cpuBefore.1?.own, cpuAfter.1?.own, per: messages),
+                serverName: endpoint == nil ? "simulator" : "nghttpd")
         await client.shutdown()
         return BenchmarkRow(
             name: name, connections: connections, requests: messages, failures: result.failures,
@@ -114,7 +125,7 @@ struct FCMBenchmark: AsyncParsableCommand {
         defer { nghttpd.stop() }
         return try await measureClient(
             connections: connections, simulator: simulator, logger: logger, name: "ours -> nghttpd",
-            endpoint: (nghttpd.port, nghttpd.caCertificatePEM))
+            endpoint: (nghttpd.port, nghttpd.caCertificatePEM), cpuOfServer: nghttpd.process.processIdentifier)
     }
 
     static let nghttpdAnswer = #"{"name":"projects/callpush-bench/messages/0:1700000000000000%0123456789abcdef"}"#
@@ -134,10 +145,15 @@ struct FCMBenchmark: AsyncParsableCommand {
             defer { simulator.stop() }
             var environment = ProcessInfo.processInfo.environment
             environment["REQUESTS_CA_BUNDLE"] = simulator.caPath
+            let before = (ProcessCPU.read(pid: nil), ProcessCPU.read(pid: simulator.process.processIdentifier))
             let output = try await SimulatorPeers.run(try SimulatorPeers.which("python3"), [
                 Self.firebaseScript, "--mode", "bench", "--base-url", "https://127.0.0.1:\(simulator.port)",
                 "--service-account", simulator.serviceAccountPath, "--count", String(firebaseMessages),
             ], timeout: 600, environment: environment)
+            let after = (ProcessCPU.read(pid: nil), ProcessCPU.read(pid: simulator.process.processIdentifier))
+            // The Python process is this process's only child waited for in between: its CPU is the children's.
+            Self.cpu.add("firebase-admin multicast", 0, client: ProcessCPU.microseconds(before.0?.children, after.0?.children, per: firebaseMessages),
+                    server: ProcessCPU.microseconds(before.1?.own, after.1?.own, per: firebaseMessages), serverName: "simulator")
             guard let line = output.stdout.split(separator: "\n").last,
                 let json = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                 let seconds = json["seconds"] as? Double, let ok = json["ok"] as? Int
@@ -162,17 +178,28 @@ struct FCMBenchmark: AsyncParsableCommand {
                 let path = "/v1/projects/\(simulator.project)/messages:send"
                 let directory = try SimulatorPeers.temporaryDirectory("h2load-fcm")
                 defer { try? FileManager.default.removeItem(atPath: directory) }
+                let before = ProcessCPU.read(pid: simulator.process.processIdentifier)
                 let figures = try await SimulatorPeers.h2load(
                     port: simulator.port, headers: ["content-type: application/json", "authorization: Bearer \(token)"], load: load,
                     directory: directory, path: path, body: body)
+                let after = ProcessCPU.read(pid: simulator.process.processIdentifier)
+                Self.cpu.add("h2load -> fcm-simulator", clients, client: nil,
+                        server: ProcessCPU.microseconds(before?.own, after?.own, per: load.requests + load.warmUpRequests), serverName: "simulator")
                 rows.append(row("h2load -> fcm-simulator", clients, figures))
             } catch {
                 print("h2load -> fcm-simulator (\(clients) connections) failed: \(error)")
             }
             do {
-                let figures = try await SimulatorPeers.h2loadAgainstNghttpd(
-                    load, path: "/v1/projects/callpush-bench/messages:send", answer: Self.nghttpdAnswer,
-                    body: body, headers: ["content-type: application/json", "authorization: Bearer ya29.bench"])
+                let path = "/v1/projects/callpush-bench/messages:send"
+                let nghttpd = try await SimulatorPeers.Nghttpd.start(path: path, answer: Self.nghttpdAnswer, threads: serverThreads)
+                defer { nghttpd.stop() }
+                let before = ProcessCPU.read(pid: nghttpd.process.processIdentifier)
+                let figures = try await SimulatorPeers.h2load(
+                    port: nghttpd.port, headers: ["content-type: application/json", "authorization: Bearer ya29.bench"], load: load,
+                    directory: nghttpd.directory, path: path, body: body)
+                let after = ProcessCPU.read(pid: nghttpd.process.processIdentifier)
+                Self.cpu.add("h2load -> nghttpd", clients, client: nil,
+                        server: ProcessCPU.microseconds(before?.own, after?.own, per: load.requests + load.warmUpRequests), serverName: "nghttpd")
                 rows.append(row("h2load -> nghttpd", clients, figures))
             } catch {
                 print("h2load -> nghttpd (\(clients) connections) failed: \(error)")
@@ -256,5 +283,58 @@ struct FCMSimulatorProcess {
         process.terminate()
         process.waitUntilExit()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// CPU time per message of each measured row: the client's (this process, or the Python child) and the server's.
+/// Throughput on the shared 2-core machine moves with whatever else runs; CPU per message barely does.
+final class CPUFigures: @unchecked Sendable {
+    struct Line {
+        var name: String
+        var connections: Int
+        var client: Double?
+        var server: Double?
+        var text: String
+    }
+
+    private(set) var lines: [Line] = []
+
+    func add(_ name: String, _ connections: Int, client: Double?, server: Double?, serverName: String) {
+        var parts: [String] = []
+        if let client { parts.append(String(format: "client %.1f", client)) }
+        if let server { parts.append(String(format: "%@ %.1f", serverName, server)) }
+        let label = connections == 0 ? name : "\(name) (\(connections) connections)"
+        lines.append(Line(name: name, connections: connections, client: client, server: server, text: "\(label): " + parts.joined(separator: ", ")))
+    }
+
+    func client(_ name: String, _ connections: Int) -> Double? {
+        lines.first { $0.name == name && $0.connections == connections }?.client
+    }
+}
+
+/// User + system CPU seconds of a process and of its waited-for children, from `/proc/<pid>/stat` (Linux).
+enum ProcessCPU {
+    struct Reading {
+        var own: Double
+        var children: Double
+    }
+
+    /// `pid` nil: this process.
+    static func read(pid: Int32?) -> Reading? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid.map(String.init) ?? "self")/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        // After the command name: state is field 3; utime, stime, cutime, cstime are fields 14-17.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 14, let user = Double(fields[11]), let system = Double(fields[12]),
+            let childUser = Double(fields[13]), let childSystem = Double(fields[14])
+        else { return nil }
+        let ticks = 100.0  // USER_HZ: /proc's clock ticks per second on Linux
+        return Reading(own: (user + system) / ticks, children: (childUser + childSystem) / ticks)
+    }
+
+    static func microseconds(_ before: Double?, _ after: Double?, per count: Int) -> Double? {
+        guard let before, let after, count > 0 else { return nil }
+        return (after - before) * 1_000_000 / Double(count)
     }
 }

@@ -134,7 +134,7 @@ public final class FCMClient: Service, Sendable {
                 return failure(FCMTransportError.classify(error), attempts: attempts)
             }
             if (200..<300).contains(status) {
-                let name = (try? JSONDecoder().decode(SendAnswer.self, from: Data(body.readableBytesView)))?.name
+                let name = Self.messageName(body)
                 return FCMOutcome(
                     status: status, errorCode: nil, rpcStatus: nil, errorMessage: nil, tokenViolation: false,
                     messageName: name, retryAfter: nil, latency: ContinuousClock.now - start, attempts: attempts)
@@ -185,27 +185,88 @@ public final class FCMClient: Service, Sendable {
         var name: String?
     }
 
-    private struct Body: Encodable {
-        struct Message: Encodable {
-            var token: String
-            var data: [String: String]
-            var android: Android
+    /// The `name` of a success answer: `{"name": "projects/…/messages/…"}` read directly when it is just that (FCM's
+    /// answer, in any whitespace) with a plain string, otherwise through `JSONDecoder`.
+    static func messageName(_ body: ByteBuffer) -> String? {
+        let plain = body.withUnsafeReadableBytes { bytes -> String? in
+            var index = 0
+            func skipSpace() {
+                while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
+                    index += 1
+                }
+            }
+            func consume(_ text: StaticString) -> Bool {
+                skipSpace()
+                let count = text.utf8CodeUnitCount
+                guard bytes.count - index >= count else { return false }
+                for offset in 0..<count where bytes[index + offset] != text.utf8Start[offset] { return false }
+                index += count
+                return true
+            }
+            guard consume("{"), consume(#""name""#), consume(":"), consume("\"") else { return nil }
+            let start = index
+            while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 {
+                index += 1
+            }
+            let end = index
+            guard consume("\""), consume("}") else { return nil }
+            skipSpace()
+            guard index == bytes.count else { return nil }
+            return String(validating: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
         }
-        struct Android: Encodable {
-            var priority = "HIGH"
-            var ttl: String
-            var collapse_key: String
-            var direct_boot_ok = true
-        }
-        var message: Message
+        return plain ?? (try? JSONDecoder().decode(SendAnswer.self, from: Data(body.readableBytesView)))?.name
     }
 
+    /// `{"message":{"token":…,"data":{…},"android":{"priority":"HIGH","ttl":…,"collapse_key":…,"direct_boot_ok":true}}}`,
+    /// written straight into the request's buffer (a `JSONEncoder` per message cost more than the rest of our side of a send).
     static func encode(_ message: FCMMessage, ttl: String) -> ByteBuffer {
-        let body = Body(message: .init(
-            token: message.token, data: message.data, android: .init(ttl: ttl, collapse_key: message.collapseKey)))
-        // Encoding [String: String] and plain strings cannot fail.
-        let data = (try? JSONEncoder().encode(body)) ?? Data()
-        return ByteBuffer(bytes: data)
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(160 + message.token.utf8.count + message.collapseKey.utf8.count + message.dataSize + 8 * message.data.count)
+        buffer.writeStaticString(#"{"message":{"token":"#)
+        writeJSONString(message.token, to: &buffer)
+        buffer.writeStaticString(#","data":{"#)
+        var first = true
+        for (key, value) in message.data {
+            if !first { buffer.writeInteger(UInt8(ascii: ",")) }
+            first = false
+            writeJSONString(key, to: &buffer)
+            buffer.writeInteger(UInt8(ascii: ":"))
+            writeJSONString(value, to: &buffer)
+        }
+        buffer.writeStaticString(#"},"android":{"priority":"HIGH","ttl":"#)
+        writeJSONString(ttl, to: &buffer)
+        buffer.writeStaticString(#","collapse_key":"#)
+        writeJSONString(message.collapseKey, to: &buffer)
+        buffer.writeStaticString(#","direct_boot_ok":true}}}"#)
+        return buffer
+    }
+
+    /// `text` as a JSON string: quotes, backslashes and control characters escaped, the rest as UTF-8.
+    static func writeJSONString(_ text: String, to buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var runStart = 0
+            for (index, byte) in bytes.enumerated() where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                buffer.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[runStart..<index]))
+                runStart = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): buffer.writeStaticString(#"\""#)
+                case UInt8(ascii: "\\"): buffer.writeStaticString(#"\\"#)
+                case 0x0A: buffer.writeStaticString(#"\n"#)
+                case 0x0D: buffer.writeStaticString(#"\r"#)
+                case 0x09: buffer.writeStaticString(#"\t"#)
+                default:
+                    // Other control characters: \u00XX.
+                    let low = byte & 0x0F
+                    buffer.writeStaticString(#"\u00"#)
+                    buffer.writeInteger(UInt8(ascii: "0") + byte >> 4)
+                    buffer.writeInteger(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
+                }
+            }
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[runStart...]))
+        }
+        buffer.writeInteger(UInt8(ascii: "\""))
     }
 
     /// Takes an in-flight slot on the least-loaded connection, or refuses (shutting down, too many in flight).

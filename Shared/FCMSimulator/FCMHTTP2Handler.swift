@@ -151,6 +151,6 @@ final class FCMHTTP2Handler: ChannelInboundHandler, HTTP2ConnectionDelegate {
 
     /// The path without its query.
     private static func path(_ target: String) -> String {
-        target.firstIndex(of: "?").map { String(target[..<$0]) } ?? target
+        target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[..<$0]) } ?? target
     }
 }

@@ -1,68 +1,6 @@
 import Foundation
 
 extension FCMMessageValidator {
-    /// Any JSON key.
-    struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(_ string: String) { stringValue = string }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    /// Thrown by ``FastBody`` for anything it does not decode itself: the generic walk then says what is wrong.
-    struct NotFast: Error {}
-
-    /// The typed decoding of a well-formed data message: token target, string data, android fields of
-    /// known types, no other message fields. Anything else throws ``NotFast``.
-    struct FastBody: Decodable {
-        var parsed = Parsed()
-
-        /// The android fields decoded here (`notification` and `fcm_options` go the generic way).
-        static let androidFields = FCMMessageValidator.androidFields.subtracting(["notification", "fcm_options", "fcmOptions"])
-
-        init(from decoder: any Decoder) throws {
-            let top = try decoder.container(keyedBy: AnyKey.self)
-            for key in top.allKeys where !FCMMessageValidator.topLevelFields.contains(key.stringValue) { throw NotFast() }
-            for name in ["validate_only", "validateOnly"] where top.contains(AnyKey(name)) {
-                parsed.validateOnly = try top.decode(Bool.self, forKey: AnyKey(name))
-            }
-            guard top.contains(AnyKey("message")) else { throw NotFast() }
-            let message = try top.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("message"))
-            for key in message.allKeys {
-                switch key.stringValue {
-                case "token", "topic", "condition": parsed.targets.append(key.stringValue)
-                case "data", "android": continue
-                default: throw NotFast()
-                }
-            }
-            if message.contains(AnyKey("token")) { parsed.token = try message.decode(String.self, forKey: AnyKey("token")) }
-            if message.contains(AnyKey("data")) { parsed.data = try message.decode([String: String].self, forKey: AnyKey("data")) }
-            if message.contains(AnyKey("android")) {
-                let android = try message.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey("android"))
-                var fields = RecordedFCMMessage.Android()
-                func string(_ names: String...) throws -> String? {
-                    guard let name = names.first(where: { android.contains(AnyKey($0)) }) else { return nil }
-                    return try android.decode(String.self, forKey: AnyKey(name))
-                }
-                func bool(_ names: String...) throws -> Bool? {
-                    guard let name = names.first(where: { android.contains(AnyKey($0)) }) else { return nil }
-                    return try android.decode(Bool.self, forKey: AnyKey(name))
-                }
-                for key in android.allKeys where !Self.androidFields.contains(key.stringValue) { throw NotFast() }
-                fields.priority = try string("priority")
-                fields.ttl = try string("ttl")
-                fields.collapseKey = try string("collapse_key", "collapseKey")
-                fields.restrictedPackageName = try string("restricted_package_name", "restrictedPackageName")
-                fields.directBootOk = try bool("direct_boot_ok", "directBootOk")
-                _ = try bool("bandwidth_constrained_ok", "bandwidthConstrainedOk")
-                _ = try bool("restricted_satellite_ok", "restrictedSatelliteOk")
-                if android.contains(AnyKey("data")) { fields.data = try android.decode([String: String].self, forKey: AnyKey("data")) }
-                parsed.android = fields
-            }
-        }
-    }
-
     /// The generic walk: every JSON-level error (not JSON, unknown fields, wrong types) named like FCM names it.
     static func parseGeneric(_ body: [UInt8]) -> Result<Parsed, FCMErrorAnswer> {
         guard let root = try? JSONDecoder().decode(JSONValue.self, from: Data(body)) else {

@@ -43,6 +43,8 @@ final class FCMAccessTokenProvider: Sendable {
 
     /// A usable access token, waiting at most until `deadline` for one to arrive.
     func token(deadline: NIODeadline) async -> Result<FCMAccessToken, FCMError> {
+        // The common case, a current token not yet due for renewal, without a continuation.
+        if let token = state.withLock({ $0.machine.usableToken(now: .now) }) { return .success(token) }
         let id = state.withLock { state -> Int in
             state.nextWaiterID += 1
             return state.nextWaiterID

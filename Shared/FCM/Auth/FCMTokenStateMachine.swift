@@ -56,6 +56,13 @@ struct FCMTokenStateMachine<Waiter> {
         self.policy = policy
     }
 
+    /// The current token when ``request(id:waiter:now:)`` would just hand it out (usable, not due for renewal),
+    /// else nil (then call ``request(id:waiter:now:)``).
+    func usableToken(now: ContinuousClock.Instant) -> FCMAccessToken? {
+        guard !shutDown, let token = current, now < token.renewAt, now < token.expiresAt else { return nil }
+        return token
+    }
+
     mutating func request(id: Int, waiter: Waiter, now: ContinuousClock.Instant) -> RequestAction {
         if shutDown { return .resume(.failure(FCMError(.shuttingDown, "the FCM client is shutting down"))) }
         if let token = current, now < token.expiresAt {
