@@ -220,7 +220,7 @@ struct ThreadCPU {
         var withoutCluster: Double { librdkafka + pollThreads + eventLoops + other }
         var line: String {
             String(format: "CPU µs/req: embedded cluster (rdk:mock) %.1f | dispatch %.1f = librdkafka clients %.1f "
-                   + "+ Kafka poll threads %.1f + NIO event loops %.1f + Swift tasks and other %.1f",
+                   + "+ Kafka poll threads %.1f + NIO event loops %.1f + Swift tasks and other threads %.1f",
                    cluster, withoutCluster, librdkafka, pollThreads, eventLoops, other)
         }
     }
