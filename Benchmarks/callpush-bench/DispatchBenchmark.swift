@@ -76,14 +76,21 @@ struct DispatchBenchmark: AsyncParsableCommand {
         _ = try await wrk(url: base + "/v1/calls", connections: 8, seconds: 2, script: script)  // warm up: metadata, connections
         print("run                               req/s    p50 ms    p99 ms   non-2xx   CPU µs/req")
         // CPU of this process (dispatch and the embedded cluster, not wrk) per answered request: on a
-        // shared machine the rates swing with other load, the CPU a request costs much less.
+        // shared machine the rates swing with other load, the CPU a request costs much less. The
+        // per-thread split tells the embedded cluster's mock broker (never inside dispatch in
+        // production) from dispatch's own threads.
         var cpu = Self.processCPUSeconds()
+        var threadTicks = ThreadCPU.snapshot()
         let healthz = try await wrk(url: base + "/healthz", connections: connections, seconds: seconds, script: nil)
         let healthzCPU = Self.cpuPerRequest(since: &cpu, rate: healthz.rate, seconds: seconds)
+        let healthzSplit = ThreadCPU.perRequest(since: &threadTicks, requests: healthz.rate * Double(seconds))
         print("GET /healthz        c=\(pad(connections)) " + healthz.line + String(format: " %12.1f", healthzCPU))
+        print("  " + healthzSplit.line)
         let ring = try await wrk(url: base + "/v1/calls", connections: connections, seconds: seconds, script: script)
         let ringCPU = Self.cpuPerRequest(since: &cpu, rate: ring.rate, seconds: seconds)
+        let ringSplit = ThreadCPU.perRequest(since: &threadTicks, requests: ring.rate * Double(seconds))
         print("POST /v1/calls      c=\(pad(connections)) " + ring.line + String(format: " %12.1f", ringCPU))
+        print("  " + ringSplit.line)
         // Half of saturation: the same 64 connections, each waiting a think time between its answer and its next
         // request (wrk's `delay()`, jittered ±50 %), so the offered rate is set by the think time rather than by
         // the server: about rate = connections / (think + latency). The think time is adjusted until the achieved
@@ -104,8 +111,10 @@ struct DispatchBenchmark: AsyncParsableCommand {
         }
         let sequential = try await wrk(url: base + "/v1/calls", connections: 1, seconds: seconds, script: script)
         print("POST /v1/calls      c=1    " + sequential.line + "   (one client, back to back)")
-        print(String(format: "ratio POST/healthz = %.2f (target ≥ 0.25); CPU per request healthz/POST = %.2f",
-                     ring.rate / max(healthz.rate, 1), healthzCPU / max(ringCPU, 0.001)))
+        print(String(format: "ratio POST/healthz = %.2f (target ≥ 0.25); CPU per request healthz/POST = %.2f "
+                     + "(whole process), %.2f (dispatch's threads only, without the embedded cluster's mock broker)",
+                     ring.rate / max(healthz.rate, 1), healthzCPU / max(ringCPU, 0.001),
+                     healthzSplit.withoutCluster / max(ringSplit.withoutCluster, 0.001)))
         if let (think, result) = half {
             print(String(format: "at ~half of saturation (c=%d, think %.1f ms, %.0f req/s = %.2f× saturation): p99/p50 = %.1f (target < 10)",
                          connections, think, result.rate, result.rate / max(ring.rate, 1), result.p99 / max(result.p50, 0.001)))
@@ -196,5 +205,62 @@ struct DispatchBenchmark: AsyncParsableCommand {
         }
         return WrkResult(rate: Double(value(after: "Requests/sec:") ?? "") ?? 0, p50: milliseconds(value(after: "50%")),
                          p99: milliseconds(value(after: "99%")), errors: Int(value(after: "Non-2xx or 3xx responses:") ?? "0") ?? 0)
+    }
+}
+
+/// CPU time of this process's threads, grouped by thread name (Linux `/proc/self/task`), so a
+/// figure can leave out the embedded cluster: librdkafka's mock cluster serves all its brokers on
+/// one thread, `rdk:mock`. Threads that end between two snapshots are not counted (dispatch's
+/// threads live for the whole run).
+struct ThreadCPU {
+    /// Microseconds of CPU per request by group.
+    struct Split {
+        var cluster = 0.0, librdkafka = 0.0, pollThreads = 0.0, eventLoops = 0.0, other = 0.0
+        /// Everything but the embedded cluster's mock broker thread: dispatch's own cost.
+        var withoutCluster: Double { librdkafka + pollThreads + eventLoops + other }
+        var line: String {
+            String(format: "CPU µs/req: embedded cluster (rdk:mock) %.1f | dispatch %.1f = librdkafka clients %.1f "
+                   + "+ Kafka poll threads %.1f + NIO event loops %.1f + Swift tasks and other threads %.1f",
+                   cluster, withoutCluster, librdkafka, pollThreads, eventLoops, other)
+        }
+    }
+
+    /// Ticks (user + system) by thread id, with the thread's name.
+    static func snapshot() -> [String: (name: String, ticks: Int)] {
+        var threads: [String: (name: String, ticks: Int)] = [:]
+        guard let ids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return threads }
+        for id in ids {
+            guard let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { continue }
+            let name = String(stat[stat.index(after: open)..<close])
+            // After the name: state, ppid, … utime and stime are fields 14 and 15 of the whole line.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { continue }
+            threads[id] = (name, user + system)
+        }
+        return threads
+    }
+
+    /// CPU per request by group since `previous` (which moves to now).
+    static func perRequest(since previous: inout [String: (name: String, ticks: Int)], requests: Double) -> Split {
+        let now = snapshot()
+        defer { previous = now }
+        let microsecondsPerTick = 1e6 / Double(sysconf(Int32(_SC_CLK_TCK)))
+        var split = Split()
+        for (id, thread) in now {
+            let ticks = Double(thread.ticks - (previous[id]?.ticks ?? 0)) * microsecondsPerTick / max(requests, 1)
+            if thread.name.hasPrefix("rdk:mock") {
+                split.cluster += ticks
+            } else if thread.name.hasPrefix("rdk:") {
+                split.librdkafka += ticks
+            } else if thread.name.hasPrefix("kafka-") {
+                split.pollThreads += ticks
+            } else if thread.name.hasPrefix("NIO-") {
+                split.eventLoops += ticks
+            } else {
+                split.other += ticks
+            }
+        }
+        return split
     }
 }

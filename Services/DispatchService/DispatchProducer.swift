@@ -31,7 +31,11 @@ public final class DispatchProducer: EventPublishing, Service {
         var configuration = KafkaProducerConfiguration(kafka: kafka)
         configuration.deliveryTimeout = publishTimeout
         configuration.queueFullTimeout = publishTimeout
-        configuration.linger = .milliseconds(1)
+        // 5 ms, not 1: batching is what moves a ring's CPU (fewer produce requests, delivery-report
+        // wake-ups and message sets for the brokers and the view's fetches), at ~4 ms of latency
+        // when idle; a ring's budget is seconds (docs/benchmarks.md, "dispatch's producer lingers
+        // 5 ms"). `CALLPUSH_KAFKA_LINGER_MS` overrides it.
+        configuration.linger = .milliseconds(5)
         configuration.flushTimeout = .seconds(5)
         configuration.kafka.clientID = kafka.clientID + "-dispatch"
         self.configuration = configuration

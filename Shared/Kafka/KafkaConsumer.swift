@@ -74,7 +74,10 @@ public final class KafkaConsumer: Service, Sendable {
             }
         }
         client.context.delegate = self
-        let thread = Thread { [self] in self.pollLoop() }
+        let thread = Thread { [self] in
+            nameCurrentThreadForTheKernel("kafka-consumer")
+            self.pollLoop()
+        }
         thread.name = "kafka-consumer-poll"
         thread.start()
         logger.debug("kafka consumer created", metadata: ["kafka.config": "\(configuration)"])

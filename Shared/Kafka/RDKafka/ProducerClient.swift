@@ -29,7 +29,10 @@ final class ProducerClient: Sendable {
             logger: logger,
             delegate: nil
         )
-        let thread = Thread { [self] in self.pollLoop() }
+        let thread = Thread { [self] in
+            nameCurrentThreadForTheKernel("kafka-producer")
+            self.pollLoop()
+        }
         thread.name = "kafka-producer-poll"
         thread.start()
     }
