@@ -291,7 +291,7 @@ let package = Package(
         // The command-line options both simulator programs share.
         .target(
             name: "SimulatorCommand",
-            dependencies: [
+            dependencies: ["SimulatorSupport",
                 .argumentParser,
                 .logging,
                 .nioPosix,
