@@ -395,7 +395,7 @@ let package = Package(
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(
             name: "CallTracingTests",
-            dependencies: ["CallTracing", "Kafka", "CallpushCore",
+            dependencies: ["CallTracing", "Kafka", "CallpushCore", "CallpushTestSupport",
                 .tracing,
                 .logging,
             ],
