@@ -93,7 +93,7 @@ let package = Package(
         // The APNs model shared by the contract, the client and the simulator (APNSwift's APNSCore).
         .target(name: "APNsCore", path: "Shared/APNsCore"),
         // JSON's byte-level grammar (whitespace, literals, escapes, numbers) for the hand-written
-        // readers of the contract and both simulators; no Foundation.
+        // readers of the contract and both simulators: standard library only (hex digits from Locking).
         .target(name: "JSONBytes", dependencies: ["Locking"], path: "Shared/JSONBytes"),
         .target(
             name: "CallContract",
