@@ -88,13 +88,16 @@ let package = Package(
 
         // MARK: Libraries
         // Small shared primitives: a pthread-backed lock (ThreadSanitizer sees it; see
-        // Shared/Locking/Locked.swift), a memo, random UUIDs without `/dev/urandom`.
+        // Shared/Locking/Locked.swift), a memo, random UUIDs without `/dev/urandom`, hex digits.
         .target(name: "Locking", path: "Shared/Locking"),
         // The APNs model shared by the contract, the client and the simulator (APNSwift's APNSCore).
         .target(name: "APNsCore", path: "Shared/APNsCore"),
+        // JSON's byte-level grammar (whitespace, literals, escapes, numbers) for the hand-written
+        // readers of the contract and both simulators: standard library only (hex digits from Locking).
+        .target(name: "JSONBytes", dependencies: ["Locking"], path: "Shared/JSONBytes"),
         .target(
             name: "CallContract",
-            dependencies: ["Locking", "APNsCore"],
+            dependencies: ["Locking", "APNsCore", "JSONBytes"],
             path: "Shared/CallContract"
         ),
         .target(
@@ -153,7 +156,7 @@ let package = Package(
         ),
         .target(
             name: "APNsSimulator",
-            dependencies: ["Locking", "APNsCore", "HTTP2Wire", "SimulatorSupport",
+            dependencies: ["Locking", "APNsCore", "HTTP2Wire", "SimulatorSupport", "JSONBytes",
                 .nioCore,
                 .nioPosix,
                 .nioSSL,
@@ -198,7 +201,7 @@ let package = Package(
         ),
         .target(
             name: "FCMSimulator",
-            dependencies: ["Locking", "SimulatorSupport", "HTTP2Wire",
+            dependencies: ["Locking", "SimulatorSupport", "HTTP2Wire", "JSONBytes",
                 .hummingbird,
                 .hummingbirdCore,
                 .nioTLS,
@@ -288,7 +291,7 @@ let package = Package(
         // The command-line options both simulator programs share.
         .target(
             name: "SimulatorCommand",
-            dependencies: [
+            dependencies: ["SimulatorSupport",
                 .argumentParser,
                 .logging,
                 .nioPosix,
@@ -392,7 +395,7 @@ let package = Package(
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(
             name: "CallTracingTests",
-            dependencies: ["CallTracing", "Kafka", "CallpushCore",
+            dependencies: ["CallTracing", "Kafka", "CallpushCore", "CallpushTestSupport",
                 .tracing,
                 .logging,
             ],

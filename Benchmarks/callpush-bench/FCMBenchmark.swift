@@ -178,14 +178,12 @@ struct FCMBenchmark: AsyncParsableCommand {
                 let path = "/v1/projects/\(simulator.project)/messages:send"
                 let directory = try SimulatorPeers.temporaryDirectory("h2load-fcm")
                 defer { try? FileManager.default.removeItem(atPath: directory) }
-                let before = ProcessCPU.read(pid: simulator.process.processIdentifier)
-                let figures = try await SimulatorPeers.h2load(
-                    port: simulator.port, headers: ["content-type: application/json", "authorization: Bearer \(token)"], load: load,
-                    directory: directory, path: path, body: body)
-                let after = ProcessCPU.read(pid: simulator.process.processIdentifier)
-                Self.cpu.add("h2load -> fcm-simulator", clients, client: nil,
-                        server: ProcessCPU.microseconds(before?.own, after?.own, per: load.requests + load.warmUpRequests), serverName: "simulator")
-                rows.append(row("h2load -> fcm-simulator", clients, figures))
+                rows.append(try await h2loadRow("h2load -> fcm-simulator", server: simulator.process.processIdentifier, serverName: "simulator",
+                                                load: load) {
+                    try await SimulatorPeers.h2load(
+                        port: simulator.port, headers: ["content-type: application/json", "authorization: Bearer \(token)"], load: load,
+                        directory: directory, path: path, body: body)
+                })
             } catch {
                 print("h2load -> fcm-simulator (\(clients) connections) failed: \(error)")
             }
@@ -193,19 +191,27 @@ struct FCMBenchmark: AsyncParsableCommand {
                 let path = "/v1/projects/callpush-bench/messages:send"
                 let nghttpd = try await SimulatorPeers.Nghttpd.start(path: path, answer: Self.nghttpdAnswer, threads: serverThreads)
                 defer { nghttpd.stop() }
-                let before = ProcessCPU.read(pid: nghttpd.process.processIdentifier)
-                let figures = try await SimulatorPeers.h2load(
-                    port: nghttpd.port, headers: ["content-type: application/json", "authorization: Bearer ya29.bench"], load: load,
-                    directory: nghttpd.directory, path: path, body: body)
-                let after = ProcessCPU.read(pid: nghttpd.process.processIdentifier)
-                Self.cpu.add("h2load -> nghttpd", clients, client: nil,
-                        server: ProcessCPU.microseconds(before?.own, after?.own, per: load.requests + load.warmUpRequests), serverName: "nghttpd")
-                rows.append(row("h2load -> nghttpd", clients, figures))
+                rows.append(try await h2loadRow("h2load -> nghttpd", server: nghttpd.process.processIdentifier, serverName: "nghttpd", load: load) {
+                    try await SimulatorPeers.h2load(
+                        port: nghttpd.port, headers: ["content-type: application/json", "authorization: Bearer ya29.bench"], load: load,
+                        directory: nghttpd.directory, path: path, body: body)
+                })
             } catch {
                 print("h2load -> nghttpd (\(clients) connections) failed: \(error)")
             }
         }
         return rows
+    }
+
+    /// One h2load run against a server process: its row, and the server's CPU time per request.
+    private func h2loadRow(_ name: String, server: pid_t, serverName: String, load: SimulatorPeers.Load,
+                           run: () async throws -> SimulatorPeers.H2LoadFigures) async throws -> BenchmarkRow {
+        let before = ProcessCPU.read(pid: server)
+        let figures = try await run()
+        let after = ProcessCPU.read(pid: server)
+        Self.cpu.add(name, load.clients, client: nil,
+                     server: ProcessCPU.microseconds(before?.own, after?.own, per: load.requests + load.warmUpRequests), serverName: serverName)
+        return row(name, load.clients, figures)
     }
 
     private func row(_ name: String, _ clients: Int, _ figures: SimulatorPeers.H2LoadFigures) -> BenchmarkRow {

@@ -36,3 +36,20 @@ struct StackOptions: ParsableArguments {
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+/// Starts the collector and the stack, runs a campaign's measured part, then stops both whether it
+/// succeeded or not; an error is said as `label: error` and ends the program with status 2.
+func withRunningStack(_ stack: Stack, collector: OutcomeCollector, label: String, _ body: () async throws -> Void) async throws {
+    collector.start()
+    do {
+        try await stack.start()
+        try await body()
+    } catch {
+        say("\(label): \(error)")
+        await collector.stop()
+        await stack.stop()
+        throw ExitCode(2)
+    }
+    await collector.stop()
+    await stack.stop()
+}

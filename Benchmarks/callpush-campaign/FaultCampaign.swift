@@ -34,12 +34,10 @@ struct FaultCampaign: AsyncParsableCommand {
                               workerEnvironment: [0: ["CALLPUSH_DEDUPE_CAPACITY": "\(dedupeCapacity)"]],
                               tokenKeys: stackOptions.workers + cycles * (stackOptions.workers + 1) + 4)
         let collector = try await OutcomeCollector(bootstrap: stack.cluster.bootstrapServers, logger: logger)
-        collector.start()
         var verdict = Verdict()
         verdict.expiredUnownedFails = long
         var effects: [String] = []
-        do {
-            try await stack.start()
+        try await withRunningStack(stack, collector: collector, label: "campaign") {
             say("  [\(String(format: "%6.1f", stack.elapsed))s] stack ready at \(SimulatorPush.timeFormat(Date())) UTC")
             let load = CallLoad(stack: stack, ringTimeoutSeconds: ringTimeout)
             let plan = FaultPlan(stack: stack, load: load, collector: collector, directory: directory, smallDedupeSlot: 0)
@@ -104,14 +102,7 @@ struct FaultCampaign: AsyncParsableCommand {
             for run in stack.currentRuns where run.exit != nil && run.intent == .none {
                 verdict.crashes.append("\(run.name) (pid \(run.pid)) not running: \(run.exit.map { "\($0)" } ?? "?")")
             }
-        } catch {
-            say("campaign: \(error)")
-            await collector.stop()
-            await stack.stop()
-            throw ExitCode(2)
         }
-        await collector.stop()
-        await stack.stop()
         verdict.crashes = Array(Set(verdict.crashes + stack.crashes)).sorted()
         report(verdict, effects: effects, directory: directory)
         if verdict.failed { throw ExitCode(1) }

@@ -20,13 +20,11 @@ struct Soak: AsyncParsableCommand {
         say("callpush-campaign soak: \(seconds) s at \(rate) calls/s, \(stackOptions.workers) workers, logs in \(directory)")
         let stack = try Stack(workers: stackOptions.workers, directory: directory, binDirectory: stackOptions.binDir, logger: logger)
         let collector = try await OutcomeCollector(bootstrap: stack.cluster.bootstrapServers, logger: logger)
-        collector.start()
         var series: [ProcessSeries] = []
         var throughput: [(from: Int, to: Int, accepted: Int, sent: Int)] = []
         var settled = false
         var snapshot: [CallLoad.Call] = []
-        do {
-            try await stack.start()
+        try await withRunningStack(stack, collector: collector, label: "soak") {
             series = stack.currentRuns.map { ProcessSeries(name: $0.name, pid: $0.pid) }
             series.append(ProcessSeries(name: "orchestrator", pid: ProcessInfo.processInfo.processIdentifier))
             let load = CallLoad(stack: stack, ringTimeoutSeconds: 30)
@@ -52,14 +50,7 @@ struct Soak: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(250))
             }
             settled = Verdict.allSettled(snapshot, collector)
-        } catch {
-            say("soak: \(error)")
-            await collector.stop()
-            await stack.stop()
-            throw ExitCode(2)
         }
-        await collector.stop()
-        await stack.stop()
 
         let warmUp = Double(max(10, seconds / 4))
         say("interval   accepted/s  sent/s")

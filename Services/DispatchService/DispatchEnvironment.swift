@@ -2,6 +2,7 @@ import CallContract
 import CallpushCore
 import Foundation
 import Kafka
+import Locking
 
 /// A configuration value that is missing or wrong, named by the key the operator has to fix.
 /// Never carries a secret value.
@@ -215,17 +216,9 @@ public enum APIKeysFile {
         guard chars.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         for index in stride(from: 0, to: chars.count, by: 2) {
-            guard let high = hexValue(chars[index]), let low = hexValue(chars[index + 1]) else { return nil }
+            guard let high = Hex.value(of: chars[index]), let low = Hex.value(of: chars[index + 1]) else { return nil }
             bytes.append(high << 4 | low)
         }
         return bytes
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: c - 0x30
-        case 0x61...0x66: c - 0x61 + 10
-        default: nil
-        }
     }
 }

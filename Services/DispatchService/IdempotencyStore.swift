@@ -60,15 +60,12 @@ public final class IdempotencyStore: Sendable {
     }
 
     private let state = Locked(State())
-    private let window: Double
+    private let retention: Retention
     /// Most bytes held (keys, fingerprints, stored answers and bookkeeping, estimated).
-    public let budgetBytes: Int
-    private let now: @Sendable () -> Double
+    public var budgetBytes: Int { retention.budgetBytes }
 
     public init(window: Duration, budgetBytes: Int, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
-        self.window = window.seconds
-        self.budgetBytes = max(1, budgetBytes)
-        self.now = now
+        retention = Retention(window: window, budgetBytes: budgetBytes, now: now)
     }
 
     /// Fixed cost of one entry besides its key, fingerprint and answer.
@@ -78,9 +75,9 @@ public final class IdempotencyStore: Sendable {
     /// of one in flight waits for its outcome.
     public func begin(key: String, fingerprint: [UInt8]) async -> Decision {
         while true {
-            let time = now()
+            let time = retention.now()
             let (decision, woken) = state.withLock { state -> (Decision?, [CheckedContinuation<Void, Never>]) in
-                let woken = state.evict(now: time, window: window, budget: budgetBytes)
+                let woken = state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
                 if let entry = state.entries[key] {
                     guard entry.fingerprint == fingerprint else { return (.conflict, woken) }
                     switch entry.outcome {
@@ -110,12 +107,12 @@ public final class IdempotencyStore: Sendable {
 
     /// Records the outcome of a request that got `.proceed`: the answer body, or nil when it failed.
     public func finish(key: String, fingerprint: [UInt8], response: Data?) {
-        let time = now()
+        let time = retention.now()
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             guard let entry = state.entries[key], entry.fingerprint == fingerprint, case .inFlight(let waiters) = entry.outcome else { return [] }
             let bytes = Self.entryOverhead + key.utf8.count + fingerprint.count + (response?.count ?? 0)
             state.put(key, Entry(fingerprint: fingerprint, outcome: response.map { .answered($0) } ?? .failed, storedAt: entry.storedAt, bytes: bytes))
-            return waiters + state.evict(now: time, window: window, budget: budgetBytes)
+            return waiters + state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
         }
         for waiter in waiters { waiter.resume() }
     }

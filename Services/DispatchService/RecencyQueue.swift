@@ -39,3 +39,19 @@ struct RecencyQueue<Key: Hashable> {
         entries.removeFirst()
     }
 }
+
+/// How long and how much a windowed store in dispatch keeps (the idempotency store, the status
+/// view): entries go `window` after their last change, and the oldest go first while the store is
+/// over `budgetBytes`. Times are seconds of `now`, a monotonic clock.
+struct Retention: Sendable {
+    let window: Double
+    /// At least 1.
+    let budgetBytes: Int
+    let now: @Sendable () -> Double
+
+    init(window: Duration, budgetBytes: Int, now: @escaping @Sendable () -> Double) {
+        self.window = window.seconds
+        self.budgetBytes = max(1, budgetBytes)
+        self.now = now
+    }
+}

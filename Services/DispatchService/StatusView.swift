@@ -103,15 +103,12 @@ public final class StatusView: Sendable {
     }
 
     private let state = Locked(State())
-    private let window: Double
+    private let retention: Retention
     /// Most bytes of calls held (estimated).
-    public let budgetBytes: Int
-    private let now: @Sendable () -> Double
+    public var budgetBytes: Int { retention.budgetBytes }
 
     public init(window: Duration, budgetBytes: Int, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
-        self.window = window.seconds
-        self.budgetBytes = max(1, budgetBytes)
-        self.now = now
+        retention = Retention(window: window, budgetBytes: budgetBytes, now: now)
     }
 
     /// The call, if known.
@@ -141,14 +138,14 @@ public final class StatusView: Sendable {
         guard let first = rings.first else { return }
         let key = CallKey(tenant: first.tenant, callId: first.callId)
         let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
-        let time = now()
+        let time = retention.now()
         let ended = state.withLock { state -> [EventBuffer] in
             var call = state.calls[key]?.view ?? CallView(callId: key.callId, tenant: first.tenant)
             for (ring, deviceKey) in zip(rings, keys) where ring.callId == key.callId && ring.tenant == first.tenant {
                 call.apply(ring: ring, deviceKey: deviceKey, partition: partition)
             }
             state.store(call, at: key, now: time)
-            return state.evict(now: time, window: window, budget: budgetBytes)
+            return state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
         }
         for buffer in ended { buffer.finish(complete: false) }
     }
@@ -161,14 +158,14 @@ public final class StatusView: Sendable {
         // A worker's record of a processed cancel is about the call, not a delivery: each pending
         // delivery gets its own `cancelled` status.
         guard !status.isCancelMarker else { return 0 }
-        let time = now()
+        let time = retention.now()
         let (notify, complete, eventID, ended) = state.withLock { state in
             let key = state.route(status)
             var call = state.calls[key]?.view ?? CallView(callId: status.callId, tenant: status.tenant)
             let eventID = offset ?? call.lastEventID + 1
             let changed = call.apply(status: status, partition: partition, eventID: eventID)
             state.store(call, at: key, now: time)
-            let ended = state.evict(now: time, window: window, budget: budgetBytes)
+            let ended = state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
             let notify = changed ? Array((state.subscribers[key] ?? [:]).values) : []
             return (notify, call.isComplete, eventID, ended)
         }

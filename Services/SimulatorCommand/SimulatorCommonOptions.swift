@@ -2,6 +2,7 @@ import ArgumentParser
 import Logging
 import NIOPosix
 import ServiceLifecycle
+import SimulatorSupport
 
 /// The command-line options both simulator programs (`apns-simulator`, `fcm-simulator`) have: where to
 /// listen, the TLS identity, the admin switch, threads and logging. Each program adds its own ports and
@@ -28,6 +29,9 @@ public struct SimulatorCommonOptions: ParsableArguments {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     public var logLevelName: String = "info"
 
+    @Option(name: .customLong("latency-ms"), help: "Fault: answer delay, A (fixed) or A-B (uniform), in ms.")
+    public var latencyMs: String?
+
     public init() {}
 
     /// The parsed `--log-level`.
@@ -42,6 +46,46 @@ public struct SimulatorCommonOptions: ParsableArguments {
         }
         guard (cert == nil) == (key == nil) else { throw ValidationError("--cert and --key go together") }
         guard (0...1024).contains(threads) else { throw ValidationError("--threads must be in 0...1024 (0 = one per core)") }
+    }
+
+    /// The program's `--port` and `--admin-port` are usable.
+    public static func validatePorts(port: Int, adminPort: Int) throws {
+        guard (0...65535).contains(port), (0...65535).contains(adminPort) else {
+            throw ValidationError("--port and --admin-port must be in 0...65535")
+        }
+    }
+
+    /// Sets where the simulator listens: `--host`, the program's ports (no admin port with `--no-admin`),
+    /// and `--cert` / `--key` when given.
+    public func configureListener(_ configuration: inout some SimulatorListenerConfiguration, port: Int, adminPort: Int) {
+        configuration.host = host
+        configuration.port = port
+        configuration.adminPort = noAdmin ? nil : adminPort
+        if let cert, let key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
+    }
+
+    /// `--latency-ms` in milliseconds: `maximum` is nil for a fixed `A`; nil without the option.
+    public func latencyMilliseconds() throws -> (minimum: Double, maximum: Double?)? {
+        guard let latencyMs else { return nil }
+        let parts = latencyMs.split(separator: "-", omittingEmptySubsequences: false).map { Double($0) }
+        switch parts.count {
+        case 1 where parts[0] != nil:
+            return (parts[0]!, nil)
+        case 2 where parts[0] != nil && parts[1] != nil:
+            return (parts[0]!, parts[1]!)
+        default:
+            throw ValidationError("--latency-ms must be A or A-B (milliseconds), got '\(latencyMs)'")
+        }
+    }
+
+    /// Runs a simulator's own check (of faults, of a configuration): its ``SimulatorError`` becomes a
+    /// usage error with the same message.
+    public static func usageChecked<T>(_ check: () throws -> T) throws -> T {
+        do {
+            return try check()
+        } catch let error as SimulatorError {
+            throw ValidationError(error.message)
+        }
     }
 
     /// Logs to standard error at `--log-level`.

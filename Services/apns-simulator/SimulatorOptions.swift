@@ -56,9 +56,6 @@ struct SimulatorOptions: ParsableArguments {
     @Option(name: .customLong("refused-stream-rate"), help: "Fault: reset this fraction (0-1) of new streams with REFUSED_STREAM.")
     var refusedStreamRate: Double = 0
 
-    @Option(name: .customLong("latency-ms"), help: "Fault: answer delay, A (fixed) or A-B (uniform), in ms.")
-    var latencyMs: String?
-
     @Option(name: .customLong("error-rate"), help: "Fault: STATUS:PROBABILITY, e.g. 503:0.1 (429, 500 or 503).")
     var errorRate: String?
 
@@ -76,9 +73,7 @@ struct SimulatorOptions: ParsableArguments {
         guard APNSEnvironment(rawValue: environment) != nil else {
             throw ValidationError("--environment must be sandbox or production")
         }
-        guard (0...65535).contains(port), (0...65535).contains(adminPort) else {
-            throw ValidationError("--port and --admin-port must be in 0...65535")
-        }
+        try SimulatorCommonOptions.validatePorts(port: port, adminPort: adminPort)
         guard maxConcurrentStreams >= 1 else { throw ValidationError("--max-concurrent-streams must be >= 1") }
         guard maxRecorded >= 1 else { throw ValidationError("--max-recorded must be >= 1") }
         if requireClientCertificate && clientCA == nil {
@@ -94,16 +89,9 @@ struct SimulatorOptions: ParsableArguments {
         faults.dropConnectionAfterStreams = dropAfter
         faults.rejectConnections = rejectConnections
         faults.refusedStreamRate = refusedStreamRate
-        if let latencyMs {
-            let parts = latencyMs.split(separator: "-", omittingEmptySubsequences: false).map { Double($0) }
-            switch parts.count {
-            case 1 where parts[0] != nil:
-                faults.latency = .fixed(milliseconds: parts[0]!)
-            case 2 where parts[0] != nil && parts[1] != nil:
-                faults.latency = .uniform(minimumMilliseconds: parts[0]!, maximumMilliseconds: parts[1]!)
-            default:
-                throw ValidationError("--latency-ms must be A or A-B (milliseconds), got '\(latencyMs)'")
-            }
+        if let latency = try common.latencyMilliseconds() {
+            faults.latency = latency.maximum.map { LatencyDistribution.uniform(minimumMilliseconds: latency.minimum, maximumMilliseconds: $0) }
+                ?? .fixed(milliseconds: latency.minimum)
         }
         if let errorRate {
             let parts = errorRate.split(separator: ":")
@@ -115,20 +103,13 @@ struct SimulatorOptions: ParsableArguments {
         for token in unregistered { faults.tokenOutcomes[token] = .unregistered() }
         for token in badDeviceTokens { faults.tokenOutcomes[token] = .badDeviceToken }
         for token in noResponseTokens { faults.tokenOutcomes[token] = .noResponse }
-        do {
-            try faults.validate()
-        } catch let error as APNSSimulatorError {
-            throw ValidationError(error.message)
-        }
+        try SimulatorCommonOptions.usageChecked { try faults.validate() }
         return faults
     }
 
     func makeConfiguration() throws -> APNSSimulatorConfiguration {
         var configuration = APNSSimulatorConfiguration()
-        configuration.host = common.host
-        configuration.port = port
-        configuration.adminPort = common.noAdmin ? nil : adminPort
-        if let cert = common.cert, let key = common.key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
+        common.configureListener(&configuration, port: port, adminPort: adminPort)
         configuration.environment = APNSEnvironment(rawValue: environment) ?? .sandbox
         configuration.allowUnauthenticated = allowUnauthenticated
         configuration.requireClientCertificate = requireClientCertificate

@@ -32,9 +32,6 @@ struct FCMSimulatorOptions: ParsableArguments {
     @Option(name: .customLong("max-connections"), help: "Connections served at once.")
     var maxConnections: Int = 1000
 
-    @Option(name: .customLong("latency-ms"), help: "Fault: answer delay, A (fixed) or A-B (uniform), in ms.")
-    var latencyMs: String?
-
     @Option(name: .customLong("error-rate"), help: "Fault: CODE:PROBABILITY, e.g. UNAVAILABLE:0.1 or QUOTA_EXCEEDED:0.05.")
     var errorRate: String?
 
@@ -43,9 +40,7 @@ struct FCMSimulatorOptions: ParsableArguments {
 
     func validate() throws {
         try common.validate()
-        guard (0...65535).contains(port), (0...65535).contains(adminPort) else {
-            throw ValidationError("--port and --admin-port must be in 0...65535")
-        }
+        try SimulatorCommonOptions.validatePorts(port: port, adminPort: adminPort)
         guard (1...86_400).contains(tokenLifetime) else { throw ValidationError("--token-lifetime must be in 1...86400") }
         guard maxRecorded >= 1 else { throw ValidationError("--max-recorded must be >= 1") }
         guard (1...100_000).contains(maxConnections) else { throw ValidationError("--max-connections must be in 1...100000") }
@@ -54,16 +49,8 @@ struct FCMSimulatorOptions: ParsableArguments {
 
     func makeFaults() throws -> FCMSimulatorFaults {
         var faults = FCMSimulatorFaults()
-        if let latencyMs {
-            let parts = latencyMs.split(separator: "-", omittingEmptySubsequences: false).map { Double($0) }
-            switch parts.count {
-            case 1 where parts[0] != nil:
-                faults.latency = FCMLatency(minimumMilliseconds: parts[0]!, maximumMilliseconds: parts[0]!)
-            case 2 where parts[0] != nil && parts[1] != nil:
-                faults.latency = FCMLatency(minimumMilliseconds: parts[0]!, maximumMilliseconds: parts[1]!)
-            default:
-                throw ValidationError("--latency-ms must be A or A-B (milliseconds), got '\(latencyMs)'")
-            }
+        if let latency = try common.latencyMilliseconds() {
+            faults.latency = FCMLatency(minimumMilliseconds: latency.minimum, maximumMilliseconds: latency.maximum ?? latency.minimum)
         }
         if let errorRate {
             let parts = errorRate.split(separator: ":")
@@ -73,20 +60,13 @@ struct FCMSimulatorOptions: ParsableArguments {
             faults.errorRate = FCMErrorInjection(error: FCMSimulatedError(errorCode: String(parts[0])), probability: probability)
         }
         for token in unregistered { faults.tokenOutcomes[token] = .unregistered }
-        do {
-            try faults.validate()
-        } catch let error as FCMSimulatorError {
-            throw ValidationError(error.message)
-        }
+        try SimulatorCommonOptions.usageChecked { try faults.validate() }
         return faults
     }
 
     func makeConfiguration() throws -> FCMSimulatorConfiguration {
         var configuration = FCMSimulatorConfiguration()
-        configuration.host = common.host
-        configuration.port = port
-        configuration.adminPort = common.noAdmin ? nil : adminPort
-        if let cert = common.cert, let key = common.key { configuration.tls = .files(certificateChainPEMPath: cert, privateKeyPEMPath: key) }
+        common.configureListener(&configuration, port: port, adminPort: adminPort)
         configuration.accessTokenLifetime = .seconds(tokenLifetime)
         configuration.maxRecordedMessages = maxRecorded
         configuration.maxConnections = maxConnections

@@ -5,6 +5,7 @@ import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 import Locking
+import SimulatorSupport
 
 /// An HTTP/2 + TLS server that behaves like the APNs provider API: it validates requests and provider
 /// tokens like APNs, answers with APNs statuses and reasons, records accepted pushes and injects faults.
@@ -17,13 +18,6 @@ import Locking
 /// ```
 /// As a `Service`, `run()` starts it (if needed) and stops it on graceful shutdown or cancellation.
 public final class APNSSimulator: Service, Sendable {
-    private enum Lifecycle {
-        case idle
-        case starting
-        case running(Listeners)
-        case stopped
-    }
-
     private struct Listeners: Sendable {
         var server: any Channel
         var admin: (any Channel)?
@@ -35,7 +29,7 @@ public final class APNSSimulator: Service, Sendable {
     let logger: Logger
     let core: SimulatorCore
     let certificatesResult: Result<SimulatorCertificates, APNSSimulatorError>
-    private let lifecycle = Locked<Lifecycle>(.idle)
+    private let lifecycle = Locked(SimulatorLifecycle<Listeners>())
     let group: any EventLoopGroup
 
     /// Creates a simulator; nothing is bound until ``start()``. A self-signed identity is generated here, so
@@ -57,12 +51,12 @@ public final class APNSSimulator: Service, Sendable {
 
     /// The bound HTTP/2 port (valid after ``start()``; 0 before).
     public var port: Int {
-        lifecycle.withLock { if case .running(let l) = $0 { return l.port } else { return 0 } }
+        lifecycle.withLock { $0.running?.port ?? 0 }
     }
 
     /// The bound admin port, or nil when the admin API is off or not started.
     public var adminPort: Int? {
-        lifecycle.withLock { if case .running(let l) = $0 { return l.adminPort } else { return nil } }
+        lifecycle.withLock { $0.running?.adminPort }
     }
 
     /// PEM of the certificate clients must trust (the generated CA, or the last certificate of the given chain).
@@ -111,51 +105,29 @@ public final class APNSSimulator: Service, Sendable {
     /// Binds the HTTP/2 listener (and the admin listener). After it returns ``port`` and ``adminPort`` are valid.
     /// Calling it again while running does nothing.
     public func start() async throws {
-        let proceed: Bool = try lifecycle.withLock { state in
-            switch state {
-            case .idle:
-                state = .starting
-                return true
-            case .starting, .running:
-                return false
-            case .stopped:
-                throw APNSSimulatorError(code: .startFailed, message: "a stopped simulator cannot be restarted")
-            }
-        }
+        let proceed = try lifecycle.withLock { try $0.beginStart() }
         guard proceed else { return }
         do {
             let bound = try await bind()
             let listeners = Listeners(server: bound.server, admin: bound.admin, port: bound.port, adminPort: bound.adminPort)
-            let stillWanted = lifecycle.withLock { state -> Bool in
-                guard case .starting = state else { return false }
-                state = .running(listeners)
-                return true
-            }
-            guard stillWanted else {
-                // stop() ran while binding.
+            guard lifecycle.withLock({ $0.finishStart(listeners) }) else {
                 try? await listeners.server.close()
                 if let admin = listeners.admin { try? await admin.close() }
-                throw APNSSimulatorError(code: .startFailed, message: "stopped while starting")
+                throw SimulatorError.stoppedWhileStarting
             }
             logger.info(
                 "APNs simulator ready",
                 metadata: ["apns.port": "\(listeners.port)", "apns.admin_port": "\(listeners.adminPort.map(String.init) ?? "off")"]
             )
         } catch {
-            lifecycle.withLock { state in
-                if case .starting = state { state = .idle }
-            }
+            lifecycle.withLock { $0.failStart() }
             throw error
         }
     }
 
     /// Stops listening and closes every connection (after a GOAWAY `Shutdown`). Idempotent.
     public func stop() async {
-        let listeners: Listeners? = lifecycle.withLock { state in
-            defer { state = .stopped }
-            if case .running(let l) = state { return l }
-            return nil
-        }
+        let listeners = lifecycle.withLock { $0.stop() }
         let handles = core.state.withLock { state in
             state.stopped = true
             return Array(state.connections.values)
@@ -174,7 +146,7 @@ public final class APNSSimulator: Service, Sendable {
     /// Starts (if needed) and runs until graceful shutdown or cancellation, then stops.
     public func run() async throws {
         try await start()
-        let server: (any Channel)? = lifecycle.withLock { if case .running(let l) = $0 { return l.server } else { return nil } }
+        let server = lifecycle.withLock { $0.running?.server }
         guard let server else { return }
         await withTaskCancellationOrGracefulShutdownHandler {
             try? await server.closeFuture.get()

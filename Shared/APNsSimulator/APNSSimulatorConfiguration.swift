@@ -1,17 +1,11 @@
 import Crypto
 import Foundation
+import SimulatorSupport
 
 /// Configuration of an ``APNSSimulator``. Every property has a documented default.
-public struct APNSSimulatorConfiguration: Sendable {
-    /// How the simulator gets its TLS identity.
-    public enum TLS: Sendable {
-        /// Generate a fresh CA and a server certificate signed by it (SANs `localhost`, `127.0.0.1`, `::1`).
-        /// Clients must trust ``APNsSimulator/caCertificatePEM``.
-        case generateSelfSigned
-        /// Use a PEM certificate chain (leaf first) and a PEM private key from files.
-        /// ``APNsSimulator/caCertificatePEM`` is then the last certificate of the chain.
-        case files(certificateChainPEMPath: String, privateKeyPEMPath: String)
-    }
+public struct APNSSimulatorConfiguration: SimulatorListenerConfiguration, Sendable {
+    /// How the simulator gets its TLS identity (shared with the FCM simulator).
+    public typealias TLS = SimulatorTLS
 
     /// A JWT signing key the simulator accepts (the public half of a `.p8` key).
     public struct TokenKey: Sendable {
@@ -85,15 +79,4 @@ public struct APNSSimulatorConfiguration: Sendable {
 }
 
 /// The wall-clock time source of the simulator (JWT `iat` checks, `410` timestamps, record times).
-public struct APNSSimulatorClock: Sendable {
-    /// Returns the current time.
-    public var now: @Sendable () -> Date
-
-    /// Creates a clock from a closure returning the current time.
-    public init(now: @escaping @Sendable () -> Date) {
-        self.now = now
-    }
-
-    /// The system clock.
-    public static let system = APNSSimulatorClock(now: { Date() })
-}
+public typealias APNSSimulatorClock = SimulatorClock

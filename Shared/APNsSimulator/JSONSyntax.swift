@@ -1,3 +1,5 @@
+import JSONBytes
+
 /// A strict JSON syntax check (RFC 8259) without building any values: the simulator only needs to know that a
 /// payload is a JSON object, and doing that with `JSONSerialization` cost more than the rest of a request.
 enum JSONSyntax {
@@ -20,7 +22,7 @@ enum JSONSyntax {
         var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
 
         mutating func skipWhitespace() {
-            while let byte = peek, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
+            index = JSONBytes.skipWhitespace(bytes, from: index)
         }
 
         mutating func consume(_ byte: UInt8) -> Bool {
@@ -82,18 +84,9 @@ enum JSONSyntax {
                 case UInt8(ascii: "\\"):
                     guard let escaped = peek else { return false }
                     index += 1
-                    switch escaped {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                        UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                        continue
-                    case UInt8(ascii: "u"):
-                        for _ in 0..<4 {
-                            guard let hex = peek, isHexDigit(hex) else { return false }
-                            index += 1
-                        }
-                    default:
-                        return false
-                    }
+                    if JSONBytes.isShortEscape(escaped) { continue }
+                    guard escaped == UInt8(ascii: "u"), JSONBytes.hex4(bytes, at: index) != nil else { return false }
+                    index += 4
                 case 0..<0x20:
                     return false  // control characters must be escaped
                 default:
@@ -104,38 +97,15 @@ enum JSONSyntax {
         }
 
         mutating func number() -> Bool {
-            _ = consume(UInt8(ascii: "-"))
-            if consume(UInt8(ascii: "0")) {
-                // no leading zeros
-            } else {
-                guard digits() else { return false }
-            }
-            if consume(UInt8(ascii: ".")) {
-                guard digits() else { return false }
-            }
-            if consume(UInt8(ascii: "e")) || consume(UInt8(ascii: "E")) {
-                if !consume(UInt8(ascii: "+")) { _ = consume(UInt8(ascii: "-")) }
-                guard digits() else { return false }
-            }
+            guard let end = JSONBytes.numberEnd(bytes, from: index) else { return false }
+            index = end
             return true
-        }
-
-        mutating func digits() -> Bool {
-            let start = index
-            while let byte = peek, byte >= 0x30, byte <= 0x39 { index += 1 }
-            return index > start
         }
 
         mutating func literal(_ word: StaticString) -> Bool {
-            let count = word.utf8CodeUnitCount
-            guard bytes.count - index >= count else { return false }
-            for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
-            index += count
+            guard JSONBytes.hasLiteral(word, in: bytes, at: index) else { return false }
+            index += word.utf8CodeUnitCount
             return true
-        }
-
-        func isHexDigit(_ byte: UInt8) -> Bool {
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)
         }
     }
 }

@@ -10,17 +10,7 @@ struct SimulatorCertificates {
 
     /// Loads PEM files or generates a fresh CA plus a server certificate signed by it.
     static func make(_ tls: APNSSimulatorConfiguration.TLS) throws -> SimulatorCertificates {
-        let identity: SimulatorTLSIdentity
-        do {
-            switch tls {
-            case .generateSelfSigned:
-                identity = try .generated(caCommonName: "callpush APNs simulator CA")
-            case .files(let chainPath, let keyPath):
-                identity = try .files(chainPath: chainPath, keyPath: keyPath)
-            }
-        } catch {
-            throw APNSSimulatorError.invalidConfiguration(error.message)
-        }
+        let identity = try SimulatorTLSIdentity.make(tls, caCommonName: "callpush APNs simulator CA")
         return SimulatorCertificates(chain: identity.chain, privateKey: identity.privateKey, caCertificatePEM: identity.caCertificatePEM)
     }
 }

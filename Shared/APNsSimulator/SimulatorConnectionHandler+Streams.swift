@@ -68,15 +68,7 @@ extension SimulatorConnectionHandler: HTTP2ConnectionDelegate {
         case .noResponse:
             break
         case .respond(let answer, let delay):
-            if delay > 0, let context {
-                _ = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay)) {
-                    // The client may have reset the stream (timeout) or the connection may be gone.
-                    guard self.streams[stream] != nil else { return }
-                    self.write(answer, stream: stream)
-                }
-            } else {
-                write(answer, stream: stream)
-            }
+            framing.answer(stream: stream, after: .nanoseconds(delay), context: context) { self.write(answer, stream: stream) }
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import JSONBytes
 
 /// A fast reader for contract documents, used in front of `JSONDecoder` on the hot paths (every
 /// ring a worker takes in, every `POST /v1/calls`).
@@ -49,12 +50,7 @@ public enum FastJSON {
         var index = 0
 
         mutating func skipSpace() {
-            while index < bytes.count {
-                switch bytes[index] {
-                case 0x20, 0x09, 0x0A, 0x0D: index += 1
-                default: return
-                }
-            }
+            index = JSONBytes.skipWhitespace(bytes, from: index)
         }
 
         mutating func value(depth: Int) -> Value? {
@@ -206,20 +202,8 @@ public enum FastJSON {
 
         /// Four hex digits of a `\u` escape.
         mutating func hex4() -> UInt16? {
-            guard index + 4 <= bytes.count else { return nil }
-            var value: UInt16 = 0
-            for _ in 0..<4 {
-                let byte = bytes[index]
-                let digit: UInt8
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-                default: return nil
-                }
-                value = value << 4 | UInt16(digit)
-                index += 1
-            }
+            guard let value = JSONBytes.hex4(bytes, at: index) else { return nil }
+            index += 4
             return value
         }
 
@@ -243,13 +227,8 @@ public enum FastJSON {
         }
 
         mutating func literal(_ word: StaticString, _ value: Value) -> Value? {
-            let count = word.utf8CodeUnitCount
-            guard index + count <= bytes.count else { return nil }
-            let matches = word.withUTF8Buffer { expected in
-                (0..<count).allSatisfy { bytes[index + $0] == expected[$0] }
-            }
-            guard matches else { return nil }
-            index += count
+            guard JSONBytes.hasLiteral(word, in: bytes, at: index) else { return nil }
+            index += word.utf8CodeUnitCount
             return value
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import JSONBytes
 
 /// The fields of a ``CallStatus`` a dedupe rebuild needs — `callId`, `deviceKey`, `replay`,
 /// `state`, `at`, and `tenant` (a cancel applies to its tenant's rings) — decoded without building
@@ -178,12 +179,7 @@ private struct StatusScanner {
     // MARK: reading
 
     private mutating func skipSpace() {
-        while index < bytes.count {
-            switch bytes[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return
-            }
-        }
+        index = JSONBytes.skipWhitespace(bytes, from: index)
     }
 
     private mutating func take(_ byte: UInt8) -> Bool {
@@ -193,12 +189,9 @@ private struct StatusScanner {
     }
 
     private mutating func takeLiteral(_ word: StaticString) -> Bool {
-        let matched = word.withUTF8Buffer { expected -> Bool in
-            guard index + expected.count <= bytes.count else { return false }
-            return (0..<expected.count).allSatisfy { bytes[index + $0] == expected[$0] }
-        }
-        if matched { index += word.utf8CodeUnitCount }
-        return matched
+        guard JSONBytes.hasLiteral(word, in: bytes, at: index) else { return false }
+        index += word.utf8CodeUnitCount
+        return true
     }
 
     /// A string of printable ASCII without escapes, as the bytes between its quotes.
@@ -281,23 +274,11 @@ private struct StatusScanner {
                 guard index < bytes.count else { return false }
                 let escaped = bytes[index]
                 index += 1
-                switch escaped {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                    continue
-                case UInt8(ascii: "u"):
-                    // \uXXXX: surrogate pairs are the decoder's to judge; leave any to it.
-                    guard index + 4 <= bytes.count else { return false }
-                    var code = 0
-                    for offset in 0..<4 {
-                        guard let digit = Self.hexDigit(bytes[index + offset]) else { return false }
-                        code = code * 16 + digit
-                    }
-                    guard !(0xD800...0xDFFF).contains(code) else { return false }
-                    index += 4
-                default:
-                    return false
-                }
+                if JSONBytes.isShortEscape(escaped) { continue }
+                // \uXXXX: surrogate pairs are the decoder's to judge; leave any to it.
+                guard escaped == UInt8(ascii: "u"), let code = JSONBytes.hex4(bytes, at: index), !(0xD800...0xDFFF).contains(code)
+                else { return false }
+                index += 4
             default:
                 guard byte >= 0x20, byte < 0x7F else { return false }
             }
@@ -305,37 +286,10 @@ private struct StatusScanner {
         return false
     }
 
-    private static func hexDigit(_ byte: UInt8) -> Int? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): Int(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): Int(byte - UInt8(ascii: "a")) + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): Int(byte - UInt8(ascii: "A")) + 10
-        default: nil
-        }
-    }
-
     /// A JSON number (fraction and exponent allowed).
     private mutating func skipNumber() -> Bool {
-        _ = take(UInt8(ascii: "-"))
-        let digitsStart = index
-        skipDigits()
-        let digits = index - digitsStart
-        guard digits > 0, !(digits > 1 && bytes[digitsStart] == UInt8(ascii: "0")) else { return false }
-        if take(UInt8(ascii: ".")) {
-            let start = index
-            skipDigits()
-            guard index > start else { return false }
-        }
-        if take(UInt8(ascii: "e")) || take(UInt8(ascii: "E")) {
-            if !take(UInt8(ascii: "+")) { _ = take(UInt8(ascii: "-")) }
-            let start = index
-            skipDigits()
-            guard index > start else { return false }
-        }
+        guard let end = JSONBytes.numberEnd(bytes, from: index) else { return false }
+        index = end
         return true
-    }
-
-    private mutating func skipDigits() {
-        while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
     }
 }

@@ -119,15 +119,7 @@ final class FCMHTTP2Handler: ChannelInboundHandler, HTTP2ConnectionDelegate {
             method: request.headers.first(name: ":method") ?? "", path: Self.path(request.headers.first(name: ":path") ?? ""),
             authority: request.headers.first(name: ":authority"), authorization: request.headers.first(name: "authorization"),
             body: request.tooLarge ? nil : request.body, httpVersion: "HTTP/2"))
-        if let delay = answer.delay, delay > .zero, let context {
-            context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(delay)) {
-                // The client may have reset the stream (its deadline) or the connection may be gone.
-                guard self.streams[stream] != nil else { return }
-                self.write(answer, stream: stream)
-            }
-        } else {
-            write(answer, stream: stream)
-        }
+        framing.answer(stream: stream, after: answer.delay.map { TimeAmount($0) } ?? .zero, context: context) { self.write(answer, stream: stream) }
     }
 
     func http2StreamClosed(_ stream: UInt32, _ end: HTTP2StreamEnd) {

@@ -1,3 +1,5 @@
+import JSONBytes
+
 extension FCMMessageValidator {
     /// A byte-level reader of the well-formed data message every FCM client sends: a token target, string
     /// data, android fields of the known types, optionally `validate_only`. Any JSON formatting, member order
@@ -40,81 +42,64 @@ extension FCMMessageValidator {
         mutating func top() -> Parsed? {
             var parsed = Parsed()
             var seen: [String] = []
-            guard begin() else { return nil }
-            var first = true
-            while true {
-                switch member(first: &first) {
-                case .bad: return nil
-                case .end:
-                    guard seen.contains("message"), !(seen.contains("validate_only") && seen.contains("validateOnly")) else { return nil }
-                    return parsed
-                case .key(let key):
-                    guard !seen.contains(key) else { return nil }
-                    seen.append(key)
-                    switch key {
-                    case "message": guard message(&parsed) else { return nil }
-                    case "validate_only", "validateOnly":
-                        guard let flag = bool() else { return nil }
-                        parsed.validateOnly = flag
-                    default: return nil
-                    }
+            let read = eachMember { reader, key in
+                guard !seen.contains(key) else { return false }
+                seen.append(key)
+                switch key {
+                case "message": return reader.message(&parsed)
+                case "validate_only", "validateOnly":
+                    guard let flag = reader.bool() else { return false }
+                    parsed.validateOnly = flag
+                    return true
+                default: return false
                 }
             }
+            guard read, seen.contains("message"), !(seen.contains("validate_only") && seen.contains("validateOnly")) else { return nil }
+            return parsed
         }
 
         mutating func message(_ parsed: inout Parsed) -> Bool {
             var seen: [String] = []
-            guard begin() else { return false }
-            var first = true
-            while true {
-                switch member(first: &first) {
-                case .bad: return false
-                case .end: return true
-                case .key(let key):
-                    guard !seen.contains(key) else { return false }
-                    seen.append(key)
-                    switch key {
-                    case "token":
-                        guard let token = string() else { return false }
-                        parsed.token = token
-                        parsed.targets = ["token"]
-                    case "data":
-                        guard let data = stringMap() else { return false }
-                        parsed.data = data
-                    case "android":
-                        guard let android = android() else { return false }
-                        parsed.android = android
-                    default: return false
-                    }
+            return eachMember { reader, key in
+                guard !seen.contains(key) else { return false }
+                seen.append(key)
+                switch key {
+                case "token":
+                    guard let token = reader.string() else { return false }
+                    parsed.token = token
+                    parsed.targets = ["token"]
+                case "data":
+                    guard let data = reader.stringMap() else { return false }
+                    parsed.data = data
+                case "android":
+                    guard let android = reader.android() else { return false }
+                    parsed.android = android
+                default: return false
                 }
+                return true
             }
         }
 
         mutating func android() -> RecordedFCMMessage.Android? {
             var fields = RecordedFCMMessage.Android()
             var seen: [String] = []
-            guard begin() else { return nil }
-            var first = true
-            while true {
-                switch member(first: &first) {
-                case .bad: return nil
-                case .end: return fields
-                case .key(let key):
-                    // One entry per field, whichever spelling: both spellings are left to the generic walk.
-                    guard let field = Self.androidField[key], !seen.contains(field) else { return nil }
-                    seen.append(field)
-                    switch field {
-                    case "priority": guard let value = string() else { return nil }; fields.priority = value
-                    case "ttl": guard let value = string() else { return nil }; fields.ttl = value
-                    case "collapse_key": guard let value = string() else { return nil }; fields.collapseKey = value
-                    case "restricted_package_name": guard let value = string() else { return nil }; fields.restrictedPackageName = value
-                    case "direct_boot_ok": guard let value = bool() else { return nil }; fields.directBootOk = value
-                    case "bandwidth_constrained_ok", "restricted_satellite_ok": guard bool() != nil else { return nil }
-                    case "data": guard let value = stringMap() else { return nil }; fields.data = value
-                    default: return nil
-                    }
+            let read = eachMember { reader, key in
+                // One entry per field, whichever spelling: both spellings are left to the generic walk.
+                guard let field = Self.androidField[key], !seen.contains(field) else { return false }
+                seen.append(field)
+                switch field {
+                case "priority": guard let value = reader.string() else { return false }; fields.priority = value
+                case "ttl": guard let value = reader.string() else { return false }; fields.ttl = value
+                case "collapse_key": guard let value = reader.string() else { return false }; fields.collapseKey = value
+                case "restricted_package_name": guard let value = reader.string() else { return false }; fields.restrictedPackageName = value
+                case "direct_boot_ok": guard let value = reader.bool() else { return false }; fields.directBootOk = value
+                case "bandwidth_constrained_ok", "restricted_satellite_ok": guard reader.bool() != nil else { return false }
+                case "data": guard let value = reader.stringMap() else { return false }; fields.data = value
+                default: return false
                 }
+                return true
             }
+            return read ? fields : nil
         }
 
         /// Both spellings of the android fields read here → the field's one name.
@@ -130,15 +115,24 @@ extension FCMMessageValidator {
         /// An object of strings, no key twice.
         mutating func stringMap() -> [String: String]? {
             var map: [String: String] = [:]
-            guard begin() else { return nil }
+            let read = eachMember { reader, key in
+                guard map[key] == nil, let value = reader.string() else { return false }
+                map[key] = value
+                return true
+            }
+            return read ? map : nil
+        }
+
+        /// Walks one object: `{`, then each member's key (its `:` consumed) to `readValue`, which reads the
+        /// value and says whether it is good. True past the closing `}`; false for bad syntax or a refused member.
+        mutating func eachMember(_ readValue: (inout Reader, String) -> Bool) -> Bool {
+            guard begin() else { return false }
             var first = true
             while true {
                 switch member(first: &first) {
-                case .bad: return nil
-                case .end: return map
-                case .key(let key):
-                    guard map[key] == nil, let value = string() else { return nil }
-                    map[key] = value
+                case .bad: return false
+                case .end: return true
+                case .key(let key): guard readValue(&self, key) else { return false }
                 }
             }
         }
@@ -146,12 +140,7 @@ extension FCMMessageValidator {
         // MARK: JSON
 
         mutating func skipSpace() {
-            while index < bytes.count {
-                switch bytes[index] {
-                case 0x20, 0x09, 0x0A, 0x0D: index += 1
-                default: return
-                }
-            }
+            index = JSONBytes.skipWhitespace(bytes, from: index)
         }
 
         /// `{`, after optional whitespace.
@@ -192,10 +181,8 @@ extension FCMMessageValidator {
         }
 
         mutating func literal(_ word: StaticString) -> Bool {
-            let count = word.utf8CodeUnitCount
-            guard bytes.count - index >= count else { return false }
-            for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
-            index += count
+            guard JSONBytes.hasLiteral(word, in: bytes, at: index) else { return false }
+            index += word.utf8CodeUnitCount
             return true
         }
 
@@ -272,21 +259,9 @@ extension FCMMessageValidator {
         }
 
         private mutating func hex4() -> UInt32? {
-            guard bytes.count - index >= 4 else { return nil }
-            var value: UInt32 = 0
-            for _ in 0..<4 {
-                let byte = bytes[index]
-                let digit: UInt8
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-                default: return nil
-                }
-                value = value << 4 | UInt32(digit)
-                index += 1
-            }
-            return value
+            guard let value = JSONBytes.hex4(bytes, at: index) else { return nil }
+            index += 4
+            return UInt32(value)
         }
     }
 }

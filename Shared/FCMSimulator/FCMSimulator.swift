@@ -22,13 +22,6 @@ import SimulatorSupport
 /// ```
 /// As a `Service`, `run()` starts it (if needed) and stops it on graceful shutdown or cancellation.
 public final class FCMSimulator: Service, Sendable {
-    private enum Lifecycle {
-        case idle
-        case starting
-        case running(Running)
-        case stopped
-    }
-
     private struct Running: Sendable {
         var group: ServiceGroup
         var task: Task<Void, Never>
@@ -41,7 +34,7 @@ public final class FCMSimulator: Service, Sendable {
     let core: FCMSimulatorCore
     private let identity: Result<SimulatorTLSIdentity, FCMSimulatorError>
     private let eventLoopGroup: any EventLoopGroup
-    private let lifecycle = Locked<Lifecycle>(.idle)
+    private let lifecycle = Locked(SimulatorLifecycle<Running>())
 
     /// Creates a simulator; nothing is bound until ``start()``. The TLS identity and (unless given) a service
     /// account are generated here, so ``caCertificatePEM`` and ``serviceAccounts`` are valid before starting.
@@ -60,25 +53,20 @@ public final class FCMSimulator: Service, Sendable {
         }
         self.core = FCMSimulatorCore(configuration: configuration, accounts: accounts, logger: logger)
         do {
-            switch configuration.tls {
-            case .generateSelfSigned:
-                identity = .success(try .generated(caCommonName: "callpush FCM simulator CA"))
-            case .files(let chain, let key):
-                identity = .success(try .files(chainPath: chain, keyPath: key))
-            }
+            identity = .success(try .make(configuration.tls, caCommonName: "callpush FCM simulator CA"))
         } catch {
-            identity = .failure(.invalidConfiguration(error.message))
+            identity = .failure(error)
         }
     }
 
     /// The bound HTTPS port (valid after ``start()``; 0 before).
     public var port: Int {
-        lifecycle.withLock { if case .running(let running) = $0 { running.port } else { 0 } }
+        lifecycle.withLock { $0.running?.port ?? 0 }
     }
 
     /// The bound admin port, or nil when the admin API is off or not started.
     public var adminPort: Int? {
-        lifecycle.withLock { if case .running(let running) = $0 { running.adminPort } else { nil } }
+        lifecycle.withLock { $0.running?.adminPort }
     }
 
     /// `https://<host>:<port>`: where clients send (`/v1/projects/<project>/messages:send`).
@@ -154,49 +142,28 @@ public final class FCMSimulator: Service, Sendable {
     /// Binds the HTTPS listener (and the admin listener). After it returns ``port`` and ``adminPort`` are valid.
     /// Calling it again while running does nothing.
     public func start() async throws {
-        let proceed: Bool = try lifecycle.withLock { state in
-            switch state {
-            case .idle:
-                state = .starting
-                return true
-            case .starting, .running:
-                return false
-            case .stopped:
-                throw FCMSimulatorError(code: .startFailed, message: "a stopped simulator cannot be restarted")
-            }
-        }
+        let proceed = try lifecycle.withLock { try $0.beginStart() }
         guard proceed else { return }
         do {
             let running = try await launch()
             core.audiences.withLock { $0 = [tokenURIFor(port: running.port)] }
-            let wanted = lifecycle.withLock { state -> Bool in
-                guard case .starting = state else { return false }
-                state = .running(running)
-                return true
-            }
-            guard wanted else {
+            guard lifecycle.withLock({ $0.finishStart(running) }) else {
                 await running.group.triggerGracefulShutdown()
                 await running.task.value
-                throw FCMSimulatorError(code: .startFailed, message: "stopped while starting")
+                throw SimulatorError.stoppedWhileStarting
             }
             logger.info(
                 "FCM simulator ready",
                 metadata: ["fcm.port": "\(running.port)", "fcm.admin_port": "\(running.adminPort.map(String.init) ?? "off")"])
         } catch {
-            lifecycle.withLock { state in
-                if case .starting = state { state = .idle }
-            }
+            lifecycle.withLock { $0.failStart() }
             throw error
         }
     }
 
     /// Stops listening and closes the connections (gracefully: requests in flight are answered). Idempotent.
     public func stop() async {
-        let running: Running? = lifecycle.withLock { state in
-            defer { state = .stopped }
-            if case .running(let running) = state { return running }
-            return nil
-        }
+        let running = lifecycle.withLock { $0.stop() }
         guard let running else { return }
         await running.group.triggerGracefulShutdown()
         await running.task.value

@@ -1,15 +1,10 @@
 import Foundation
+import SimulatorSupport
 
 /// Configuration of an ``FCMSimulator``. Every property has a documented default.
-public struct FCMSimulatorConfiguration: Sendable {
-    /// How the simulator gets its TLS identity.
-    public enum TLS: Sendable {
-        /// Generate a fresh CA and a server certificate signed by it (SANs `localhost`, `127.0.0.1`, `::1`).
-        case generateSelfSigned
-        /// A PEM certificate chain (leaf first) and a PEM private key from files; the CA clients trust is the
-        /// chain's last certificate.
-        case files(certificateChainPEMPath: String, privateKeyPEMPath: String)
-    }
+public struct FCMSimulatorConfiguration: SimulatorListenerConfiguration, Sendable {
+    /// How the simulator gets its TLS identity (shared with the APNs simulator).
+    public typealias TLS = SimulatorTLS
 
     /// The interface to bind. Default `127.0.0.1`.
     public var host: String = "127.0.0.1"
@@ -43,14 +38,4 @@ public struct FCMSimulatorConfiguration: Sendable {
 }
 
 /// The wall-clock time source of the simulator.
-public struct FCMSimulatorClock: Sendable {
-    /// Returns the current time.
-    public var now: @Sendable () -> Date
-
-    public init(now: @escaping @Sendable () -> Date) {
-        self.now = now
-    }
-
-    /// The system clock.
-    public static let system = FCMSimulatorClock(now: { Date() })
-}
+public typealias FCMSimulatorClock = SimulatorClock

@@ -1,4 +1,5 @@
 import APNsSimulator
+import CallpushTestSupport
 import Crypto
 import Foundation
 import Logging
@@ -69,7 +70,7 @@ enum TestSupport {
     static func path(_ token: String = TestSupport.token) -> String { "/3/device/\(token)" }
 
     /// Starts a simulator on ephemeral ports, runs `body`, always stops it.
-    static func withSimulator<T>(
+    static func withSimulator<T: Sendable>(
         signer: Signer? = nil,
         configure: (inout APNSSimulatorConfiguration) -> Void = { _ in },
         _ body: (APNSSimulator) async throws -> T
@@ -79,27 +80,13 @@ enum TestSupport {
         configure(&configuration)
         let simulator = APNSSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
-        do {
-            let result = try await body(simulator)
-            await simulator.stop()
-            return result
-        } catch {
-            await simulator.stop()
-            throw error
-        }
+        return try await withShutdown(simulator, shutdown: { await $0.stop() }, body)
     }
 
     /// Connects the raw test client and closes it after `body`.
-    static func withClient<T>(_ simulator: APNSSimulator, _ body: (H2TestClient) async throws -> T) async throws -> T {
+    static func withClient<T: Sendable>(_ simulator: APNSSimulator, _ body: (H2TestClient) async throws -> T) async throws -> T {
         let client = try await H2TestClient.connect(port: simulator.port, caPEM: simulator.caCertificatePEM)
-        do {
-            let result = try await body(client)
-            await client.close()
-            return result
-        } catch {
-            await client.close()
-            throw error
-        }
+        return try await withShutdown(client, shutdown: { await $0.close() }, body)
     }
 }
 

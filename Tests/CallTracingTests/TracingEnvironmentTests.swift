@@ -1,5 +1,6 @@
 @testable import CallTracing
 import CallpushCore
+import CallpushTestSupport
 import Locking
 import Logging
 import Testing
@@ -66,9 +67,8 @@ import Testing
     /// swift-otel logs each environment override with its value; the exporter's headers hold the
     /// collector's API key.
     @Test func theExportersHeadersNeverReachTheLog() {
-        let lines = Locked<[String]>([])
-        var logger = Logger(label: "test") { _ in CapturingLogHandler(lines: lines) }
-        logger.logLevel = .trace
+        let logs = CapturedLogs()
+        let logger = logs.logger("test")
         var redacting = Logger(label: "otel") { _ in RedactingLogHandler(base: logger.handler) }
         redacting.logLevel = .trace
         redacting[metadataKey: "environment_key"] = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
@@ -78,26 +78,10 @@ import Testing
         redacting[metadataKey: "environment_key"] = "OTEL_SERVICE_NAME"
         redacting[metadataKey: "environment_value"] = "dispatch"
         redacting.info("Configuration updated from environment")
-        let logged = lines.withLock { $0 }
+        let logged = logs.lines
         #expect(logged.count == 2)
         #expect(!logged[0].contains("s3cr3t"), "\(logged[0])")
         #expect(logged[0].contains("<redacted>"))
         #expect(logged[1].contains("dispatch"), "other values stay readable")
-    }
-}
-
-/// Records each log line with its metadata.
-struct CapturingLogHandler: LogHandler {
-    let lines: Locked<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.withLock { $0.append("\(event.message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))") }
     }
 }

@@ -7,39 +7,8 @@ import Logging
 import ServiceLifecycle
 import Locking
 import Testing
+import CallpushTestSupport
 @testable import CallpushCLI
-
-/// Collects every log record (message and metadata) of a whole system run, at trace level.
-final class CapturedLogs: Sendable {
-    private let lines = Locked<[String]>([])
-    var text: String { lines.withLock { $0.joined(separator: "\n") } }
-    var count: Int { lines.withLock { $0.count } }
-
-    func logger(_ label: String) -> Logger {
-        var logger = Logger(label: label) { label in Handler(label: label, sink: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    struct Handler: LogHandler {
-        let label: String
-        let sink: CapturedLogs
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let all = self.metadata.merging(event.metadata ?? [:]) { _, new in new }
-            let rendered = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            let error = event.error.map { " error=\($0)" } ?? ""
-            sink.lines.withLock { $0.append("\(event.level) \(label): \(event.message) \(rendered)\(error)") }
-        }
-    }
-}
 
 @Suite(.serialized) struct LogSecrecy {
     @Test func aFullRunLogsNoDeviceTokenJWTKeyMaterialAckTokenOrAPIKey() async throws {

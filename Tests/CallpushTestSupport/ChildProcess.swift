@@ -9,6 +9,11 @@ public enum ChildProcess {
         public var stderr: String
         public var timedOut: Bool
         public var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
+        /// Failed as a program should on bad input: a non-zero status and an `Error` message on stderr,
+        /// no crash (no `Fatal error`, no stack dump).
+        public var failedCleanly: Bool {
+            status != 0 && stderr.contains("Error") && !stderr.contains("Fatal error") && !stderr.contains("Stack dump")
+        }
     }
 
     /// The directory holding the built executables (the test bundle sits next to them).
@@ -63,6 +68,21 @@ public enum ChildProcess {
         }
         return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
                       stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "", timedOut: killed.wasKilled)
+    }
+
+    /// The path of the product `name` built next to the tests.
+    /// - Throws: when it is not there (run `swift build` first).
+    public static func builtProduct(_ name: String) throws -> String {
+        let path = productsDirectory.appendingPathComponent(name).path
+        guard FileManager.default.isExecutableFile(atPath: path) else { throw MissingProduct(name: name, path: path) }
+        return path
+    }
+
+    /// A product the tests run is not built.
+    public struct MissingProduct: Error, CustomStringConvertible {
+        public var name: String
+        public var path: String
+        public var description: String { "\(name) not built next to the tests (\(path)); run `swift build` first" }
     }
 
     /// `name` on PATH, or nil.

@@ -50,6 +50,17 @@ public final class ServerProcess: Sendable {
         return status
     }
 
+    /// The first line of stdout that contains `text` (a ready line), polled until it appears, the
+    /// process exits, or `bound` passes (then nil).
+    public func stdoutLine(containing text: String, within bound: Duration) async -> String? {
+        var line: String?
+        _ = await wait(upTo: bound, every: .milliseconds(50)) {
+            line = stdout.split(separator: "\n").first { $0.contains(text) }.map(String.init)
+            return line != nil
+        }
+        return line
+    }
+
     /// Polls `check` until it holds, the process exits, or `bound` passes.
     public func wait(upTo bound: Duration, every interval: Duration = .milliseconds(100),
                      until check: () async -> Bool) async -> Bool {

@@ -1,4 +1,5 @@
 import CallContract
+import CallpushTestSupport
 import CallpushCore
 import Foundation
 import Testing
@@ -123,14 +124,7 @@ import Testing
             let original = Array(try ContractCoding.encode(submission))
             for round in 0..<20 {
                 var bytes = original
-                for _ in 0..<(round == 0 ? 0 : Int.random(in: 1...3, using: &generator)) where !bytes.isEmpty {
-                    let at = Int.random(in: 0..<bytes.count, using: &generator)
-                    switch Int.random(in: 0...2, using: &generator) {
-                    case 0: bytes.remove(at: at)
-                    case 1: bytes.insert(inserts.randomElement(using: &generator)!, at: at)
-                    default: bytes[at] = inserts.randomElement(using: &generator)!
-                    }
-                }
+                if round > 0 { ByteMutation.mutate(&bytes, alphabet: inserts, using: &generator) }
                 let data = Data(bytes)
                 guard let value = FastJSON.parse(data), let fast = CallSubmission(fast: value) else { continue }
                 fastCount += 1

@@ -1,4 +1,5 @@
 @testable import FCMSimulator
+import CallpushTestSupport
 import Foundation
 import Testing
 
@@ -55,14 +56,7 @@ struct FastReaderTests {
             let original = Array(body.utf8)
             for round in 0..<500 {
                 var bytes = original
-                for _ in 0..<(round == 0 ? 0 : Int.random(in: 1...3, using: &generator)) where !bytes.isEmpty {
-                    let at = Int.random(in: 0..<bytes.count, using: &generator)
-                    switch Int.random(in: 0...2, using: &generator) {
-                    case 0: bytes.remove(at: at)
-                    case 1: bytes.insert(inserts.randomElement(using: &generator)!, at: at)
-                    default: bytes[at] = inserts.randomElement(using: &generator)!
-                    }
-                }
+                if round > 0 { ByteMutation.mutate(&bytes, alphabet: inserts, using: &generator) }
                 guard let fast = FCMMessageValidator.FastReader.parse(bytes) else { continue }
                 accepted += 1
                 if bytes != original { mutatedAccepted += 1 }

@@ -8,6 +8,15 @@ struct FCMTokenStateMachineTests {
         minimumForcedRenewalInterval: .seconds(30), initialFailureBackoff: .seconds(1), maximumFailureBackoff: .seconds(30))
     static let hour = Duration.seconds(3600)
 
+    /// A machine whose first request, at `t0`, fetched token `Bearer a` with `lifetime`.
+    static func holdingToken(lifetime: Duration = FCMTokenStateMachineTests.hour) -> (machine: Machine, token: FCMAccessToken, t0: ContinuousClock.Instant) {
+        var machine = Machine(policy: policy)
+        let t0 = ContinuousClock.now
+        _ = machine.request(id: 0, waiter: 0, now: t0)
+        let (token, _) = machine.fetchSucceeded(authorization: "Bearer a", lifetime: lifetime, now: t0)
+        return (machine, token, t0)
+    }
+
     @Test("many requests without a token start one fetch; all of them get its token")
     func singleFlight() {
         var machine = Machine(policy: Self.policy)
@@ -33,10 +42,9 @@ struct FCMTokenStateMachineTests {
 
     @Test("a one-hour token is renewed 5 minutes before expiry, once, while requests keep using it")
     func renewBeforeExpiry() {
-        var machine = Machine(policy: Self.policy)
-        let t0 = ContinuousClock.now
-        _ = machine.request(id: 0, waiter: 0, now: t0)
-        let (first, _) = machine.fetchSucceeded(authorization: "Bearer a", lifetime: Self.hour, now: t0)
+        let held = Self.holdingToken()
+        var machine = held.machine
+        let (first, t0) = (held.token, held.t0)
         guard case .resume(.success) = machine.request(id: 1, waiter: 1, now: t0 + .seconds(3299)) else {
             Issue.record("renewed too early")
             return
@@ -58,10 +66,9 @@ struct FCMTokenStateMachineTests {
 
     @Test("a short-lived token is renewed at three quarters of its life and not used in its last tenth")
     func shortLived() {
-        var machine = Machine(policy: Self.policy)
-        let t0 = ContinuousClock.now
-        _ = machine.request(id: 0, waiter: 0, now: t0)
-        _ = machine.fetchSucceeded(authorization: "Bearer a", lifetime: .seconds(4), now: t0)
+        let held = Self.holdingToken(lifetime: .seconds(4))
+        var machine = held.machine
+        let t0 = held.t0
         guard case .resume(.success) = machine.request(id: 1, waiter: 1, now: t0 + .milliseconds(2900)) else {
             Issue.record("renewed before 3 s")
             return
@@ -78,10 +85,9 @@ struct FCMTokenStateMachineTests {
 
     @Test("50 sends answered 401 with the same token cause one renewal; a second 401 soon after is refused")
     func rejectedWithoutStorm() {
-        var machine = Machine(policy: Self.policy)
-        let t0 = ContinuousClock.now
-        _ = machine.request(id: 0, waiter: 0, now: t0)
-        let (first, _) = machine.fetchSucceeded(authorization: "Bearer a", lifetime: Self.hour, now: t0)
+        let held = Self.holdingToken()
+        var machine = held.machine
+        let (first, t0) = (held.token, held.t0)
         for _ in 0..<50 {
             let retry = machine.reportRejected(generation: first.generation, now: t0 + .seconds(1))
             #expect(retry)

@@ -1,0 +1,13 @@
+/// Hexadecimal digits read in one place (JSON `\u` escapes, hex-encoded secrets and ids).
+public enum Hex {
+    /// The value of a hexadecimal digit (either case), nil for any other byte.
+    @inlinable
+    public static func value(of byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
