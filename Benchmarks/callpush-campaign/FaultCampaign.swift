@@ -15,7 +15,7 @@ struct FaultCampaign: AsyncParsableCommand {
     @Option(help: "Calls to ring (default 400, or 3000 with --long).") var calls: Int?
     @Option(help: "Calls per second (default 5, or 10 with --long).") var rate: Double?
     @Option(help: "Ring timeout of each call, seconds.") var ringTimeout = 30
-    @Option(help: "CALLPUSH_DEDUPE_CAPACITY of push-worker-1's runs (default: 10 × the rate, so its stores fill during the run).")
+    @Option(help: "CALLPUSH_DEDUPE_CAPACITY of push-worker-1's runs (default: 10 × the rate × half the partitions, so its memory fills during the run).")
     var dedupeCapacity: Int?
 
     func run() async throws {
@@ -23,9 +23,10 @@ struct FaultCampaign: AsyncParsableCommand {
         let rate = self.rate ?? (long ? 10 : 5)
         let directory = stackOptions.makeDirectory("callpush-campaign")
         let logger = stackOptions.logger
-        // Small enough that the store of a partition fills during the run, large enough to hold the
-        // deliveries a rebalance can hand over again (about 40 s of one partition's rings).
-        let dedupeCapacity = dedupeCapacity ?? max(10, Int(rate * 10))
+        // The bound is the worker's total: small enough that it fills during the run, large enough
+        // to hold the deliveries a rebalance can hand over again (about 40 s of the rings of each
+        // partition the worker owns, up to half of them).
+        let dedupeCapacity = dedupeCapacity ?? max(10, Int(rate * 10)) * (Stack.partitions / 2)
         say("callpush-campaign faults: \(calls) calls at \(rate)/s, \(stackOptions.workers) workers "
             + "(session timeout \(Stack.sessionTimeoutMs) ms; \(Stack.workerName(0)) with dedupe capacity \(dedupeCapacity)), logs in \(directory)")
         // A token key per worker run: the first runs, then per fault cycle a SIGKILL restart and a rolling restart.

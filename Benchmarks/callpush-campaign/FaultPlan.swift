@@ -123,7 +123,7 @@ final class FaultPlan: Sendable {
         if let slot = smallDedupeSlot { await scrapeEvictions(slot: slot) }
         var lines = effects
         if let slot = smallDedupeSlot {
-            lines.append("\(Stack.workerName(slot)) (\(stack.workerEnvironment[slot]?["CALLPUSH_DEDUPE_CAPACITY"] ?? "?") dedupe entries per partition): "
+            lines.append("\(Stack.workerName(slot)) (\(stack.workerEnvironment[slot]?["CALLPUSH_DEDUPE_CAPACITY"] ?? "?") dedupe entries in total): "
                          + "\(dedupeEvictions) dedupe evictions")
             if dedupeEvictions == 0 { problem("the small dedupe capacity evicted nothing") }
         }

@@ -50,6 +50,7 @@ struct DeliveryDigest: Hashable, Sendable {
 /// Bounded by deadlines: an entry is only needed while its call could still ring, so it is
 /// forgotten `retention` after its ring deadline. A hard `capacity` bounds memory under any
 /// input; when full, the entries closest to expiry go first (O(log n) each, see `ExpiringSet`).
+/// In the worker, `PartitionDedupe` also holds the stores of all its partitions to one total.
 public struct DedupeStore: Sendable {
     private var entries: ExpiringSet<DeliveryDigest>
     public let retention: Duration
@@ -88,6 +89,15 @@ public struct DedupeStore: Sendable {
     public mutating func expire(now: Date) {
         entries.expire(before: now)
     }
+
+    /// When the entry closest to expiry expires, if there is one.
+    mutating func earliest() -> Date? { entries.earliest() }
+
+    /// Forgets the entry closest to expiry to make room in the worker's total; false when empty.
+    mutating func evictEarliest() -> Bool { entries.evictEarliest() }
+
+    /// Storage slots held, live or not (memory follows this, about 24–48 bytes a slot).
+    var reservedSlots: Int { entries.reservedSlots }
 }
 
 extension Duration {

@@ -8,6 +8,10 @@ import HeapModule
 /// and expiry cost O(log n) per key. Entries whose key was removed or re-dated stay in the heap
 /// until they surface (they are recognised by comparing with the dictionary) or until the heap is
 /// rebuilt from the dictionary when stale entries outnumber live ones: amortised O(log n).
+///
+/// Neither a Swift dictionary nor an array gives memory back when elements leave, so a set that
+/// held many keys and forgot most of them is rebuilt at its new size (amortised O(1) per key
+/// forgotten): memory follows what is remembered, not what once was.
 struct ExpiringSet<Key: Hashable & Sendable>: Sendable {
     private struct Entry: Comparable, Sendable {
         var until: Date
@@ -56,6 +60,7 @@ struct ExpiringSet<Key: Hashable & Sendable>: Sendable {
     /// Forgets `key`.
     mutating func remove(_ key: Key) {
         until[key] = nil
+        compactIfSparse()
     }
 
     /// Forgets every key whose time is before `cutoff`.
@@ -64,6 +69,39 @@ struct ExpiringSet<Key: Hashable & Sendable>: Sendable {
             heap.removeMin()
             if until[first.key] == first.until { until[first.key] = nil }
         }
+        compactIfSparse()
+    }
+
+    /// When the key remembered longest so far will be forgotten, if any is remembered.
+    mutating func earliest() -> Date? {
+        while let first = heap.min {
+            if until[first.key] == first.until { return first.until }
+            heap.removeMin()
+        }
+        return nil
+    }
+
+    /// Forgets the key that would be forgotten soonest, to make room elsewhere (counted in
+    /// `evicted`). False when the set is empty.
+    mutating func evictEarliest() -> Bool {
+        guard let victim = popLive() else { return false }
+        until[victim.key] = nil
+        evicted += 1
+        compactIfSparse()
+        return true
+    }
+
+    /// Slots of storage held (dictionary buckets and heap entries), live or not.
+    var reservedSlots: Int { until.capacity + heap.unordered.capacity }
+
+    /// Rebuilds both structures at the live size once the dictionary has over 4× room for it
+    /// (above a floor, so that small sets are left alone).
+    private mutating func compactIfSparse() {
+        guard until.capacity > 4_096, until.capacity > 4 * until.count else { return }
+        var live = [Key: Date](minimumCapacity: until.count)
+        for (key, date) in until { live[key] = date }
+        until = live
+        heap = Heap(until.map { Entry(until: $0.value, key: $0.key) })
     }
 
     /// Removes and returns the live entry that expires first.

@@ -26,8 +26,9 @@ public struct PushWorkerConfiguration: Sendable {
     /// How far back the status history is read on assignment, and how
     /// long a handled delivery is remembered after its deadline. Default 10 min.
     public var dedupeWindow: Duration = .seconds(600)
-    /// Bound on dedupe entries per partition. Default 200,000.
-    public var dedupeCapacity = 200_000
+    /// Bound on dedupe entries across all partitions of the worker (~100 bytes each). Default
+    /// 1,000,000 (~100 MiB), which fits the shipped pod's 512 MiB limit.
+    public var dedupeCapacity = 1_000_000
     /// Bound on remembered cancels (whole worker). Default 200,000.
     public var cancelCapacity = 200_000
     /// Bound on one dedupe rebuild. Default 20 s (below the consumer's assign bound).

@@ -30,7 +30,7 @@ import Kafka
 /// | `CALLPUSH_MAX_IN_FLIGHT` | 1000 | deliveries in flight; consumption pauses when full |
 /// | `CALLPUSH_DRAIN_TIMEOUT_MS` | 5000 | drain bound on revoke and SIGTERM |
 /// | `CALLPUSH_DEDUPE_WINDOW_SECONDS` | 600 | status history read on assignment |
-/// | `CALLPUSH_DEDUPE_CAPACITY` | 200000 | dedupe entries per partition |
+/// | `CALLPUSH_DEDUPE_CAPACITY` | 1000000 | dedupe entries across all partitions of the worker (~100 bytes each) |
 /// | `CALLPUSH_CANCEL_CAPACITY` | 200000 | cancelled calls remembered |
 /// | `CALLPUSH_STALL_SECONDS` | 300 | a delivery unfinished this long makes the worker not ready |
 /// | `CALLPUSH_UNHEALTHY_AFTER_SECONDS` | 600 | failing writes or a stall this long make it not live |

@@ -37,6 +37,77 @@ import Testing
     }
 }
 
+/// The worker's dedupe memory as a whole: one bound across all the partitions it owns, so a
+/// backlog spread over many partitions cannot grow it past `CALLPUSH_DEDUPE_CAPACITY`.
+@Suite struct DedupeAcrossPartitions {
+    let t0 = Date(timeIntervalSince1970: 1_795_262_400)
+
+    func key(_ i: Int) -> DeliveryKey { DeliveryKey(callId: "c\(i)", deviceKey: "d", replay: 0) }
+
+    @Test func theTotalHoldsAcrossPartitionsForgettingTheOldestFirst() {
+        let dedupe = PartitionDedupe(retention: .seconds(60), capacity: 1_000)
+        // 40 partitions, 3,000 deliveries in deadline order: three times the total, 75 per partition
+        // (each partition alone well under the bound).
+        for i in 0..<3_000 {
+            let inserted = dedupe.store(for: Int32(i % 40)).insert(key(i), ringDeadline: t0.addingTimeInterval(Double(i)))
+            #expect(inserted)
+        }
+        #expect(dedupe.count == 1_000)
+        #expect(dedupe.evictions == 2_000)
+        let remembered = (0..<3_000).filter { dedupe.store(for: Int32($0 % 40)).contains(key($0)) }
+        // The oldest 2,000 forgotten, the newest 1,000 kept.
+        #expect(remembered.count == 1_000)
+        #expect(remembered.first == 2_000)
+        #expect(remembered.last == 2_999)
+        // The newest are still deduplicated.
+        let again = dedupe.store(for: Int32(2_999 % 40)).insert(key(2_999), ringDeadline: t0.addingTimeInterval(2_999))
+        #expect(!again)
+    }
+
+    @Test func aRevokedPartitionsEntriesAreReleased() {
+        let dedupe = PartitionDedupe(retention: .seconds(60), capacity: 1_000)
+        for i in 0..<1_000 {
+            _ = dedupe.store(for: Int32(i % 10)).insert(key(i), ringDeadline: t0.addingTimeInterval(Double(i)))
+        }
+        #expect(dedupe.count == 1_000)
+        dedupe.remove(partitions: [0, 1, 2, 3, 4])
+        #expect(dedupe.count == 500)
+        // The room is free for the partitions still owned: nothing of theirs is evicted.
+        for i in 1_000..<1_500 {
+            _ = dedupe.store(for: 10).insert(key(i), ringDeadline: t0.addingTimeInterval(Double(i)))
+        }
+        #expect(dedupe.count == 1_000)
+        #expect(dedupe.evictions == 0)
+        #expect((0..<1_000).filter { $0 % 10 >= 5 }.allSatisfy { dedupe.store(for: Int32($0 % 10)).contains(key($0)) })
+    }
+
+    @Test func rebuiltStoresCountTowardTheTotal() {
+        let dedupe = PartitionDedupe(retention: .seconds(60), capacity: 1_000)
+        for partition in Int32(0)..<3 {
+            var store = dedupe.makeStore()
+            for i in 0..<600 {
+                store.remember(key(Int(partition) * 1_000 + i), until: t0.addingTimeInterval(Double(Int(partition) * 1_000 + i)))
+            }
+            dedupe.install(store, partition: partition)
+        }
+        #expect(dedupe.count == 1_000)
+        #expect(dedupe.store(for: 2).contains(key(2_599)))
+        #expect(!dedupe.store(for: 0).contains(key(599)), "partition 0's deliveries are the oldest")
+    }
+
+    /// Memory follows what is remembered: a store that remembered many deliveries and forgot them
+    /// gives the room back (a Swift dictionary or array never shrinks by itself).
+    @Test func aStoreThatForgetsMostOfItsEntriesGivesItsRoomBack() {
+        var store = DedupeStore(retention: .seconds(60), capacity: 100_000)
+        for i in 0..<100_000 { store.insert(key(i), ringDeadline: t0.addingTimeInterval(Double(i))) }
+        let full = store.reservedSlots
+        store.expire(now: t0.addingTimeInterval(60 + 99_990))
+        #expect(store.count == 10)
+        #expect(store.reservedSlots < full / 16, "\(store.reservedSlots) slots kept of \(full)")
+        #expect(store.contains(key(99_999)))
+    }
+}
+
 
 @Suite struct Retries {
     let now = Date(timeIntervalSince1970: 1_795_262_400)
