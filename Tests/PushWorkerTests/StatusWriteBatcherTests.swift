@@ -1,3 +1,6 @@
+import CallContract
+import CallpushTestSupport
+import Foundation
 import Kafka
 import Locking
 import Testing
@@ -92,5 +95,51 @@ import Testing
             Array(records.map { _ in Result<Void, KafkaError>.success(()) }.dropLast())
         })
         await #expect(throws: KafkaError.self) { try await batcher.write(Self.record("only")) }
+    }
+}
+
+/// The batched status writes on the embedded cluster: a status the producer refuses fails only its
+/// own delivery's write, the statuses written with it are stored.
+@Suite(.serialized) struct StatusWriteBatchingOnKafka {
+    @Test func aRefusedStatusInABatchFailsOnlyItsOwnWriteAndTheOthersAreStored() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: WorkerTestbed.quietLogger)
+        try cluster.createTopic("status-batch", partitions: 1)
+        var kafka = WorkerTestbed.kafka(cluster, "batch")
+        kafka.properties["message.max.bytes"] = "10000"
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(kafka: kafka), logger: WorkerTestbed.quietLogger)
+        let publisher = KafkaOutcomePublisher(producer: producer, statusTopic: "status-batch", deadLetterTopic: "unused")
+        func status(_ callId: String, message: String? = nil) -> CallStatus {
+            CallStatus(callId: callId, deviceId: nil, deviceKey: "k-\(callId)", app: "rider", state: .sent, attempt: 1,
+                       replay: 0, at: Date(), error: message.map { .init(code: "x", message: $0) }, worker: "w1")
+        }
+        // Written at once, so they share sends; call-10's status is larger than the producer takes.
+        let outcomes = await withTaskGroup(of: (String, OutcomeWriteFailure?).self) { group in
+            for index in 0..<20 {
+                let callId = "call-\(index)"
+                let item = index == 10 ? status(callId, message: String(repeating: "a", count: 20_000)) : status(callId)
+                group.addTask {
+                    do {
+                        try await publisher.publish(status: item, partition: 0, within: nil)
+                        return (callId, nil)
+                    } catch {
+                        return (callId, publisher.classify(error))
+                    }
+                }
+            }
+            var outcomes: [String: OutcomeWriteFailure?] = [:]
+            for await (callId, failure) in group { outcomes[callId] = failure }
+            return outcomes
+        }
+        #expect(outcomes.count == 20)
+        #expect(outcomes["call-10"] == .some(.permanent(code: "MSG_SIZE_TOO_LARGE")), "the refused status fails its own write for good")
+        #expect(outcomes.filter { $0.key != "call-10" }.allSatisfy { $0.value == nil }, "and no other write")
+        await producer.shutdown()
+        let reader = StatusHistoryReader(kafka: kafka, statusTopic: "status-batch", window: .seconds(600),
+                                         timeout: TestTiming.scaled(.seconds(20)), logger: WorkerTestbed.quietLogger)
+        var handled: Set<DeliveryKey> = []
+        let coverage = await reader.rebuild(partitions: [0], now: Date(), handled: { _, key, _ in handled.insert(key) }, cancelled: { _, _, _ in })
+        #expect(coverage[0] == .complete)
+        #expect(handled == Set((0..<20).filter { $0 != 10 }.map { DeliveryKey(callId: "call-\($0)", deviceKey: "k-call-\($0)", replay: 0) }))
+        await cluster.shutdown()
     }
 }
