@@ -4,16 +4,23 @@ import Kafka
 
 /// Writes the worker's outcomes to Kafka: statuses into the request's partition number of the
 /// status topic, dead letters (original bytes + reason headers) to the DLQ topic. Each call
-/// returns after the broker acknowledged the record (idempotent producer, acks=all).
+/// returns after the broker acknowledged the record (idempotent producer, acks=all). Statuses
+/// written at the same moment by different deliveries share one producer send
+/// (`StatusWriteBatcher`); a status with a bound (an outcome written after its delivery was
+/// cancelled) and dead letters are sent alone.
 public struct KafkaOutcomePublisher: OutcomePublishing {
     public let producer: KafkaProducer
     public let statusTopic: String
     public let deadLetterTopic: String
+    private let statuses: StatusWriteBatcher
 
     public init(producer: KafkaProducer, statusTopic: String = Topics.status, deadLetterTopic: String = Topics.deadLetter) {
         self.producer = producer
         self.statusTopic = statusTopic
         self.deadLetterTopic = deadLetterTopic
+        self.statuses = StatusWriteBatcher { records throws(KafkaError) in
+            try await producer.send(records).map { $0.map { _ in () } }
+        }
     }
 
     public func publish(status: CallStatus, partition: Int32, within bound: Duration?) async throws {
@@ -23,7 +30,7 @@ public struct KafkaOutcomePublisher: OutcomePublishing {
     public func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {
         let record = KafkaProducerRecord(topic: statusTopic, partition: partition, key: Array(status.callId.utf8),
                                          value: Array(try status.encoded()), headers: headers.map { KafkaHeader(key: $0.0, string: $0.1) })
-        try await send(record, within: bound)
+        if bound == nil { try await statuses.write(record) } else { try await send(record, within: bound) }
     }
 
     /// A record the topic will never take — too large, no such partition or topic, not authorized —
