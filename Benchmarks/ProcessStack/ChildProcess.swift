@@ -26,19 +26,15 @@ public final class ChildProcess: Sendable {
     public enum Intent: Sendable { case none, killed, stopped }
 
     private struct State {
-        var exit: Exit?
         var intent: Intent = .none
-        var waiters: [UUID: CheckedContinuation<Exit?, Never>] = [:]
     }
 
     public let name: String
     public let pid: Int32
     public let logPath: String
-    /// A class around the lock so the termination handler can hold it before `self` exists.
-    private final class StateBox: Sendable {
-        let mutex = Locked(State())
-    }
-    private let box = StateBox()
+    private let state = Locked(State())
+    /// Set by the termination handler (which holds it before `self` exists).
+    private let exited = OneShot<Exit>()
 
     /// Starts `executable` with `arguments` and extra environment, output appended to `logPath`.
     public init(name: String, executable: String, arguments: [String], environment: [String: String], logPath: String) throws {
@@ -58,16 +54,10 @@ public final class ChildProcess: Sendable {
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
-        let box = self.box
+        let exited = self.exited
         process.terminationHandler = { finished in
-            let exit: Exit = finished.terminationReason == .uncaughtSignal
-                ? .signal(finished.terminationStatus) : .status(finished.terminationStatus)
-            let waiters = box.mutex.withLock { state -> [CheckedContinuation<Exit?, Never>] in
-                state.exit = exit
-                defer { state.waiters = [:] }
-                return Array(state.waiters.values)
-            }
-            for waiter in waiters { waiter.resume(returning: exit) }
+            exited.set(finished.terminationReason == .uncaughtSignal
+                ? .signal(finished.terminationStatus) : .status(finished.terminationStatus))
         }
         defer { try? log.close() }  // the child has its own copy
         try process.run()
@@ -75,22 +65,22 @@ public final class ChildProcess: Sendable {
     }
 
     /// How the run ended, `nil` while it runs.
-    public var exit: Exit? { box.mutex.withLock { $0.exit } }
+    public var exit: Exit? { exited.value }
     /// Whether the caller ended this run on purpose.
-    public var intent: Intent { box.mutex.withLock { $0.intent } }
+    public var intent: Intent { state.withLock { $0.intent } }
 
     /// Sends SIGKILL (the campaign's "worker crash").
     public func kill() {
-        box.mutex.withLock { $0.intent = .killed }
+        state.withLock { $0.intent = .killed }
         _ = Glibc.kill(pid, SIGKILL)
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the exit; SIGKILL after that.
     @discardableResult
     public func stop(timeout: Duration) async -> Exit? {
-        let alreadyEnded = box.mutex.withLock { state -> Bool in
-            if state.exit == nil { state.intent = .stopped }
-            return state.exit != nil
+        let alreadyEnded = state.withLock { state -> Bool in
+            if exited.value == nil { state.intent = .stopped }
+            return exited.value != nil
         }
         if alreadyEnded { return exit }
         _ = Glibc.kill(pid, SIGTERM)
@@ -101,21 +91,7 @@ public final class ChildProcess: Sendable {
 
     /// Waits for the run to end, at most `timeout` (`nil` when it still runs).
     public func waitForExit(timeout: Duration) async -> Exit? {
-        let id = UUID()
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            let waiter = self.box.mutex.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume(returning: nil)
-        }
-        defer { timer.cancel() }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Exit?, Never>) in
-            let ended = box.mutex.withLock { state -> Exit? in
-                if let exit = state.exit { return exit }
-                state.waiters[id] = continuation
-                return nil
-            }
-            if let ended { continuation.resume(returning: ended) }
-        }
+        await exited.wait(timeout: timeout)
     }
 }
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Locking
 
 /// The files a stack of callpush processes shares, generated fresh in a private directory: APNs
 /// token keys (`.p8`) with one apps file per key (one app, `app`), dispatch's API keys file (hash
@@ -54,7 +55,7 @@ public struct StackFiles: Sendable {
             let apps: [String: Any] = [app: entry]
             try Self.writeSecret(String(decoding: try JSONSerialization.data(withJSONObject: apps), as: UTF8.self), to: appsFiles[index])
         }
-        let hash = SHA256.hash(data: Array(apiKey.utf8)).map { String(format: "%02x", $0) }.joined()
+        let hash = Hex.encode(Array(SHA256.hash(data: Array(apiKey.utf8))))
         let keys: [String: Any] = ["tenants": [[
             "name": "campaign", "apps": [app],
             "keys": [["name": "campaign", "sha256": hash, "ratePerSecond": 10_000, "burst": 20_000]],
@@ -68,7 +69,7 @@ public struct StackFiles: Sendable {
     }
 
     public static func randomHex(_ bytes: Int) -> String {
-        (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        Hex.random(bytes: bytes)
     }
 
     /// Writes `text` to a new file only its owner can read (`0600`).

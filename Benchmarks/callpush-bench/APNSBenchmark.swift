@@ -123,10 +123,10 @@ struct APNSBenchmark: AsyncParsableCommand {
         let elapsed = ContinuousClock.now - start
         await client.shutdown()
         let codes = Dictionary(grouping: outcomes, by: \.code).mapValues(\.count).sorted { $0.key < $1.key }
-        let latencies = outcomes.map(\.latency.milliseconds).sorted()
+        let latencies = outcomes.map { $0.latency.inSeconds * 1000 }.sorted()
         let stats = simulator.stats()
         print(String(format: "burst %d, %d connections, deadline %d ms: %.2f s, p50 %.0f ms, max %.0f ms", count, connections,
-                     requestTimeoutMs, elapsed.seconds, latencies.isEmpty ? 0 : latencies[latencies.count / 2], latencies.last ?? 0))
+                     requestTimeoutMs, elapsed.inSeconds, latencies.isEmpty ? 0 : latencies[latencies.count / 2], latencies.last ?? 0))
         print("  outcomes: \(codes.map { "\($0.key)=\($0.value)" }.joined(separator: " ")); retried: \(outcomes.filter { $0.attempts > 1 }.count)")
         print("  simulator: accepted \(stats.accepted), connections opened \(stats.connectionsOpened), GOAWAYs \(stats.goAwaysSent)")
     }
@@ -156,7 +156,7 @@ struct APNSBenchmark: AsyncParsableCommand {
         await client.shutdown()
         return BenchmarkRow(
             name: "callpush client", connections: connections, requests: pushes, failures: result.failures,
-            seconds: elapsed.seconds, p50: result.percentile(0.50), p99: result.percentile(0.99))
+            seconds: elapsed.inSeconds, p50: result.percentile(0.50), p99: result.percentile(0.99))
     }
 
     /// Runs `total` pushes with `concurrency` workers; returns latencies (ms) and failures.
@@ -165,7 +165,7 @@ struct APNSBenchmark: AsyncParsableCommand {
             var push = push
             push.apnsID = UUID.randomVersion4()
             let outcome = await client.send(push)
-            return outcome.isSent ? outcome.latency.milliseconds : nil
+            return outcome.isSent ? outcome.latency.inSeconds * 1000 : nil
         }
     }
 }
@@ -273,7 +273,4 @@ struct BenchmarkRow: Sendable {
     }
 }
 
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-    var milliseconds: Double { seconds * 1000 }
-}
+

@@ -5,6 +5,7 @@ import Foundation
 import Kafka
 import Logging
 import PushWorker
+import Locking
 
 /// The CPU of `DeliveryProcessor.process` per ring event — decode, dedupe, payload, the push and
 /// the status write — with an APNs sender that accepts every push at once and a publisher that
@@ -47,7 +48,7 @@ struct DeliveryBenchmark: AsyncParsableCommand {
         let start = ContinuousClock.now
         var sent = 0
         for event in events where await processor.process(event) == .finished(.sent) { sent += 1 }
-        let micros = (ContinuousClock.now - start).seconds * 1e6 / Double(events.count)
+        let micros = (ContinuousClock.now - start).inSeconds * 1e6 / Double(events.count)
         print(String(format: "process (decode … status write)    %6.2f µs per event (%d sent)", micros, sent))
     }
 }

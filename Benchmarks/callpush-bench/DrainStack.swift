@@ -156,7 +156,7 @@ final class DrainStack: Sendable {
         }
         let accepted = await Self.accepted(http, adminPort) ?? 0
         return DrainResult(
-            label: label, round: round, rings: last.count - first.count, seconds: (last.at - first.at).seconds,
+            label: label, round: round, rings: last.count - first.count, seconds: (last.at - first.at).inSeconds,
             cpuSeconds: last.sample.cpuSeconds - first.sample.cpuSeconds, rssFirstKiB: first.sample.rssKiB,
             rssMiddleKiB: middle?.rssKiB ?? 0, rssLastKiB: last.sample.rssKiB, rssPeakKiB: peak.withLock { $0 },
             pushes: accepted - acceptedBefore, load: load)

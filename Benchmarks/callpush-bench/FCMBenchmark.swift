@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Locking
 
 /// `callpush-bench fcm`: our FCM client against the FCM simulator at 1 and 4 connections, firebase-admin's
 /// `send_each_for_multicast` against the same simulator, and h2load against the simulator and against
@@ -112,7 +113,7 @@ struct FCMBenchmark: AsyncParsableCommand {
         await client.shutdown()
         return BenchmarkRow(
             name: name, connections: connections, requests: messages, failures: result.failures,
-            seconds: elapsed.seconds, p50: result.percentile(0.50), p99: result.percentile(0.99))
+            seconds: elapsed.inSeconds, p50: result.percentile(0.50), p99: result.percentile(0.99))
     }
 
     /// Our client's own capacity: its sends answered by nghttpd (a static `{"name": …}`), its access token from a
@@ -133,7 +134,7 @@ struct FCMBenchmark: AsyncParsableCommand {
     private func drive(client: FCMClient, message: FCMMessage, total: Int) async -> LatencySample {
         await driveConcurrently(total: total, workers: concurrency) {
             let outcome = await client.send(message)
-            return outcome.isSent ? outcome.latency.milliseconds : nil
+            return outcome.isSent ? outcome.latency.inSeconds * 1000 : nil
         }
     }
 

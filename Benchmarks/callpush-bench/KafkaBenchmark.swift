@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Kafka
 import Logging
+import Locking
 
 /// Our producer and consumer vs kcat (plain librdkafka) on an embedded 3-broker cluster:
 /// same message count, size, partition count and producer properties, in the same run.
@@ -142,8 +143,8 @@ struct KafkaBenchmark: AsyncParsableCommand {
         let produceTime = ContinuousClock.now - produceStart
         await producer.shutdown()
         if failures > 0 { print("ours: \(failures) delivery failures") }
-        let produceRate = Double(messages - failures) / produceTime.seconds
-        print(String(format: "ours: producer %.0f msg/s (all acknowledged, %.3f s)", produceRate, produceTime.seconds))
+        let produceRate = Double(messages - failures) / produceTime.inSeconds
+        print(String(format: "ours: producer %.0f msg/s (all acknowledged, %.3f s)", produceRate, produceTime.inSeconds))
         return produceRate
     }
 
@@ -151,8 +152,8 @@ struct KafkaBenchmark: AsyncParsableCommand {
     private func consumeOurs(cluster: EmbeddedKafkaCluster, topic: String, logger: Logger) async throws -> Double {
         let expected = try await storedMessages(cluster: cluster, topic: topic, logger: logger)
         let (received, consumeTime) = try await consumeAll(cluster: cluster, topic: topic, expected: expected, logger: logger)
-        let consumeRate = Double(received) / consumeTime.seconds
-        print(String(format: "ours: consumer %.0f msg/s (%d messages, %.3f s)", consumeRate, received, consumeTime.seconds))
+        let consumeRate = Double(received) / consumeTime.inSeconds
+        print(String(format: "ours: consumer %.0f msg/s (%d messages, %.3f s)", consumeRate, received, consumeTime.inSeconds))
         return consumeRate
     }
 
@@ -186,7 +187,7 @@ struct KafkaBenchmark: AsyncParsableCommand {
                     bytes &+= message.value.count
                     if debug, received % max(1, expected / 10) == 0 {
                         let elapsed = ContinuousClock.now - consumeStart
-                        marks.append(String(format: "%.0f", Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000))
+                        marks.append(String(format: "%.0f", elapsed.inSeconds * 1000))
                     }
                     if received == expected { break }
                 }
@@ -233,8 +234,8 @@ struct KafkaBenchmark: AsyncParsableCommand {
     private func produceKcat(cluster: EmbeddedKafkaCluster, topic: String, file: URL) async throws -> Double {
         let properties = producerProperties.sorted { $0.key < $1.key }.flatMap { ["-X", "\($0.key)=\($0.value)"] }
         let time = try await timeProcess("kcat", ["-P", "-b", cluster.bootstrapServers, "-t", topic] + properties + ["-l", file.path])
-        let rate = Double(messages) / time.seconds
-        print(String(format: "kcat: producer %.0f msg/s (%.3f s)", rate, time.seconds))
+        let rate = Double(messages) / time.inSeconds
+        print(String(format: "kcat: producer %.0f msg/s (%.3f s)", rate, time.inSeconds))
         return rate
     }
 
@@ -242,8 +243,8 @@ struct KafkaBenchmark: AsyncParsableCommand {
     private func consumeKcat(cluster: EmbeddedKafkaCluster, topic: String, logger: Logger) async throws -> Double {
         let stored = try await storedMessages(cluster: cluster, topic: topic, logger: logger)
         let time = try await timeProcess("kcat", ["-C", "-b", cluster.bootstrapServers, "-t", topic, "-o", "beginning", "-e", "-q"])
-        let rate = Double(stored) / time.seconds
-        print(String(format: "kcat: consumer %.0f msg/s (%d messages, %.3f s)", rate, stored, time.seconds))
+        let rate = Double(stored) / time.inSeconds
+        print(String(format: "kcat: consumer %.0f msg/s (%d messages, %.3f s)", rate, stored, time.inSeconds))
         return rate
     }
 

@@ -84,10 +84,10 @@ struct RateLatency {
         await withTaskGroup(of: Void.self) { group in
             var issued = 0
             while issued < total {
-                let due = min(total, Int((ContinuousClock.now - start).seconds * Double(rate)) + 1)
+                let due = min(total, Int((ContinuousClock.now - start).inSeconds * Double(rate)) + 1)
                 while issued < due {
                     issued += 1
-                    let callId = UUID.randomVersion4().uuidString.lowercased()
+                    let callId = UUID.randomVersion4().lowercasedText
                     let token = StackFiles.randomHex(32)
                     group.addTask {
                         let body = #"{"callId":"\#(callId)","app":"\#(state.app)","devices":[{"token":"\#(token)","environment":"sandbox"}],"#
@@ -104,7 +104,7 @@ struct RateLatency {
                             status = response.status.code
                             _ = try? await response.body.collect(upTo: 1 << 20)
                         }
-                        let answered = (ContinuousClock.now - clock).seconds * 1000
+                        let answered = (ContinuousClock.now - clock).inSeconds * 1000
                         sent.withLock { $0[callId] = Sent(at: at, status: status, answeredMs: answered) }
                     }
                 }
@@ -112,7 +112,7 @@ struct RateLatency {
             }
             await group.waitForAll()
         }
-        let achieved = Double(total) / (ContinuousClock.now - start).seconds
+        let achieved = Double(total) / (ContinuousClock.now - start).inSeconds
         try await Task.sleep(for: .seconds(3))  // the last pushes
         let response = try await http.send("GET", admin + "/admin/pushes", timeout: 30)
         let pushes = (try? JSONSerialization.jsonObject(with: response.body) as? [[String: Any]]) ?? []

@@ -3,6 +3,7 @@ import CallContract
 import CallpushCore
 import Foundation
 import PushWorker
+import Locking
 
 /// The CPU time of each synchronous step a worker takes for one ring, measured alone on one
 /// thread over many events: what the delivery costs before any task, continuation, Kafka or APNs
@@ -29,7 +30,7 @@ struct StepsBenchmark: ParsableCommand {
         func step(_ name: String, _ body: () throws -> Void) rethrows {
             let start = ContinuousClock.now
             try body()
-            let micros = (ContinuousClock.now - start).seconds * 1e6 / Double(events)
+            let micros = (ContinuousClock.now - start).inSeconds * 1e6 / Double(events)
             total += micros
             print(name.padding(toLength: 34, withPad: " ", startingAt: 0) + String(format: "%6.2f µs", micros))
         }

@@ -36,8 +36,8 @@ struct ThirdPartyBacklog {
             let requestedDate = start.addingTimeInterval(Double(index) * 0.000_137)
             let requestedAt = Self.isoformat(requestedDate)
             let deadline = Self.isoformat(requestedDate.addingTimeInterval(ringDeadline.timeIntervalSince(start)))
-            let callId = UUID.randomVersion4().uuidString.lowercased()
-            let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+            let callId = UUID.randomVersion4().lowercasedText
+            let token = Hex.random(bytes: 32, using: &generator)
             // One caller in eight has a name outside ASCII, which json.dumps escapes.
             let displayName = index % 8 == 7 ? #"Zo\u00eb \u00c5ngstr\u00f6m"# : "Driver \(index % 1000)"
             let event = """

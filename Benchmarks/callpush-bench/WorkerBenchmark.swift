@@ -150,7 +150,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                       let start = producedAt.get(String(decoding: key, as: UTF8.self)) else { continue }
                 if Self.breakdown { sentAt.withLock { $0[String(decoding: key, as: UTF8.self)] = now } }
                 let done = sentLatencies.withLock { latencies -> Int in
-                    latencies.append((now - start).seconds * 1000)
+                    latencies.append((now - start).inSeconds * 1000)
                     return latencies.count
                 }
                 if done >= total { break }
@@ -199,7 +199,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         while sentLatencies.withLock({ $0.count }) < total && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
-        let elapsed = (ContinuousClock.now - started).seconds
+        let elapsed = (ContinuousClock.now - started).inSeconds
         if sentLatencies.withLock({ $0.count }) < total { print("  (not every event reached sent within 120 s)") }
         collecting.cancel()
         await statusConsumer.shutdown()
@@ -211,7 +211,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
         if Self.breakdown, offeredRate == nil {
             // Saturation: when the pushes reached the simulator vs when their statuses were read, so a
             // measuring side that falls behind the worker shows.
-            let received = simulator.pushes().map { (clockAtStart + .seconds($0.receivedAt.timeIntervalSince(wallAtStart)) - started).seconds }
+            let received = simulator.pushes().map { (clockAtStart + .seconds($0.receivedAt.timeIntervalSince(wallAtStart)) - started).inSeconds }
             if let last = received.max(), let first = received.min() {
                 print(String(format: "         saturation: pushes at the simulator %.3f–%.3f s after the first produce (%.0f/s); last status read at %.3f s",
                              first, last, Double(received.count) / max(last - first, 0.001), elapsed))
@@ -226,9 +226,9 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 guard let payload = try? VoIPPayload.decode(Data(push.payload.utf8)),
                       let produced = producedAt.get(payload.callId), let read = reads[payload.callId] else { continue }
                 let received = clockAtStart + .seconds(push.receivedAt.timeIntervalSince(wallAtStart))
-                toPush.append((received - produced).seconds * 1000)
-                pushToStatus.append((read - received).seconds * 1000)
-                windows[Int((produced - started).seconds * 10), default: []].append((read - produced).seconds * 1000)
+                toPush.append((received - produced).inSeconds * 1000)
+                pushToStatus.append((read - received).inSeconds * 1000)
+                windows[Int((produced - started).inSeconds * 10), default: []].append((read - produced).inSeconds * 1000)
             }
             // Stalls: the 100 ms windows (by produce time) whose p99 is over 2.5 times the run's p50, so a
             // periodic pause (a timer, a table growing) shows with its time.
@@ -252,18 +252,11 @@ struct WorkerBenchmark: AsyncParsableCommand {
     /// stays out of the measured window): call ids and records.
     private func makeEvents(_ count: Int) throws -> [(id: String, record: KafkaProducerRecord)] {
         let now = Date()
-        let hex = Array("0123456789abcdef".utf8)
         var generator = SystemRandomNumberGenerator()
         return try (0..<count).map { _ in
             let callId = CallID.make()
-            var token: [UInt8] = []
-            token.reserveCapacity(64)
-            for _ in 0..<32 {
-                let byte = UInt8.random(in: 0...255, using: &generator)
-                token.append(hex[Int(byte >> 4)])
-                token.append(hex[Int(byte & 0xF)])
-            }
-            let ring = Self.ring(callId: callId, token: String(decoding: token, as: UTF8.self), now: now)
+            let token = Hex.random(bytes: 32, using: &generator)
+            let ring = Self.ring(callId: callId, token: token, now: now)
             return (callId, KafkaProducerRecord(topic: Topics.requests, key: Array(callId.utf8), value: Array(try CallRequest.ring(ring).encoded())))
         }
     }
@@ -339,7 +332,7 @@ struct WorkerBenchmark: AsyncParsableCommand {
                 }
             }
         }
-        let seconds = (ContinuousClock.now - started).seconds
+        let seconds = (ContinuousClock.now - started).inSeconds
         // A reference made of refused pushes would be no reference: every push must have been accepted.
         let refused = total - (simulatorAccepted() - accepted)
         if refused > 0 { throw SimulatorPeers.PeerError(description: "bare client: the simulator did not accept \(refused) of \(total) pushes") }

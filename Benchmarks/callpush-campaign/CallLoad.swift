@@ -161,7 +161,7 @@ final class CallLoad: Sendable {
     @discardableResult
     private func ringOne(index: Int, kind: Kind, production: [String], sandbox: [String], android: [String] = [],
                          ringTimeout: Int) async -> Call {
-        let callId = UUID().uuidString.lowercased()
+        let callId = CallID.make()
         var kind = kind
         if kind == .cancelledFirst, !(await cancelBeforeRing(callId)) { kind = .regular }
         let body: [String: Any] = [

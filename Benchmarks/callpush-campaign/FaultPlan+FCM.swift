@@ -2,6 +2,7 @@ import CallContract
 import FCMSimulator
 import Foundation
 import ProcessStack
+import Locking
 
 /// FCM outages (the FCM simulator's faults) and the checks that they took effect.
 extension FaultPlan {
@@ -55,7 +56,7 @@ extension FaultPlan {
             try await self.fcm.end()
             after = try await self.fcmStats()
             let met = reach.reached(before: before, after: after)
-            let lasted = String(format: "%.1f", (ContinuousClock.now - began).seconds)
+            let lasted = String(format: "%.1f", (ContinuousClock.now - began).inSeconds)
             if met > 0 {
                 self.note("\(kind) for \(lasted) s: the FCM simulator \(reach.what) \(met) message(s)")
             } else {

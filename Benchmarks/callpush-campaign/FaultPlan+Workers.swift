@@ -2,6 +2,7 @@ import CallContract
 import Foundation
 import ProcessStack
 import Kafka
+import Locking
 
 /// Worker faults: the rolling restart, with a producer fatal error and a slow assignment on two
 /// of its steps.
@@ -42,7 +43,7 @@ extension FaultPlan {
             let identity = try stack.startWorker(index)
             do {
                 try await stack.waitForWorker(index, timeout: .seconds(90))
-                note("\(identity) ready \(String(format: "%.1f", (ContinuousClock.now - started).seconds)) s after its start")
+                note("\(identity) ready \(String(format: "%.1f", (ContinuousClock.now - started).inSeconds)) s after its start")
             } catch {
                 problem("rolling restart: \(identity) not ready: \(error)")
             }
@@ -50,7 +51,7 @@ extension FaultPlan {
             await leaderless?.value
             if leaderless != nil { await checkSlowRebuilds(since: leaderlessFrom) }
         }
-        note("rolling restart took \(String(format: "%.1f", (ContinuousClock.now - began).seconds)) s")
+        note("rolling restart took \(String(format: "%.1f", (ContinuousClock.now - began).inSeconds)) s")
     }
 
     /// Takes the leaders of the odd status partitions away now and gives them back after

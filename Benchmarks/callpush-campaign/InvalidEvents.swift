@@ -20,15 +20,15 @@ struct InvalidEvents: Sendable {
         let bigAttributes = (0..<80).map { "\"a\($0)\":\"\(String(repeating: "x", count: 90))\"" }.joined(separator: ",")
         let events: [(String, [UInt8])] = [
             ("not-json", Array("campaign \(tag): this is not JSON {".utf8)),
-            ("missing-fields", ring("{\"type\":\"ring\",\"callId\":\"\(UUID().uuidString.lowercased())\"}")),
-            ("unknown-type", ring("{\"type\":\"dance\",\"callId\":\"\(UUID().uuidString.lowercased())\"}")),
+            ("missing-fields", ring("{\"type\":\"ring\",\"callId\":\"\(CallID.make())\"}")),
+            ("unknown-type", ring("{\"type\":\"dance\",\"callId\":\"\(CallID.make())\"}")),
             ("bad-token", ring("""
-                {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(Stack.app)",\
+                {"type":"ring","callId":"\(CallID.make())","app":"\(Stack.app)",\
                 "device":{"token":"zz\(tag)","environment":"sandbox"},"caller":{"handle":"x"},\
                 "requestedAt":"\(now)","ringDeadline":"\(deadline)","replay":0}
                 """)),
             ("oversized-payload", ring("""
-                {"type":"ring","callId":"\(UUID().uuidString.lowercased())","app":"\(Stack.app)",\
+                {"type":"ring","callId":"\(CallID.make())","app":"\(Stack.app)",\
                 "device":{"token":"\(token)","environment":"sandbox"},"caller":{"handle":"x"},\
                 "requestedAt":"\(now)","ringDeadline":"\(deadline)","replay":0,"attributes":{\(bigAttributes)}}
                 """)),

@@ -72,7 +72,7 @@ final class OutcomeCollector: Sendable {
             state.statuses[key, default: []].append(status)
             if status.state == .sent {
                 if state.firstSent[key] == nil { state.firstSent[key] = now }
-                state.sentPerSecond[Int((now - started).seconds), default: 0] += 1
+                state.sentPerSecond[Int((now - started).inSeconds), default: 0] += 1
             }
         }
     }
@@ -98,7 +98,7 @@ final class OutcomeCollector: Sendable {
         state.withLock { state in (from..<to).reduce(0) { $0 + (state.sentPerSecond[$1] ?? 0) } }
     }
 
-    var elapsedSeconds: Double { (ContinuousClock.now - started).seconds }
+    var elapsedSeconds: Double { (ContinuousClock.now - started).inSeconds }
 
     func stop() async {
         await consumer.shutdown()
@@ -107,6 +107,4 @@ final class OutcomeCollector: Sendable {
     }
 }
 
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
+

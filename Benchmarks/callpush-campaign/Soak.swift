@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import ProcessStack
 import Logging
+import Locking
 
 /// A bounded soak: a fixed call rate through dispatch → workers → simulator, sampling memory and
 /// open fds of every child process, and throughput per interval.
@@ -40,7 +41,7 @@ struct Soak: AsyncParsableCommand {
                     if let sample = ProcessSample.read(pid: series[index].pid) { series[index].samples.append((at, sample)) }
                 }
                 let from = (tick - 1) * interval
-                let accepted = load.snapshot.filter { $0.answer == .accepted && ($0.requestedAt - loadStart).seconds >= Double(from) }.count
+                let accepted = load.snapshot.filter { $0.answer == .accepted && ($0.requestedAt - loadStart).inSeconds >= Double(from) }.count
                 throughput.append((from, tick * interval, accepted, collector.sentBetween(sentOffset + from, sentOffset + tick * interval)))
             }
             await ringing

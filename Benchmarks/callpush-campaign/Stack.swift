@@ -30,7 +30,7 @@ final class Stack: Sendable {
     let http = LocalHTTP()
     let started = ContinuousClock.now
     /// Seconds since the stack was created (for log lines).
-    var elapsed: Double { (ContinuousClock.now - started).seconds }
+    var elapsed: Double { (ContinuousClock.now - started).inSeconds }
     /// Every run of every child, by name (a restarted worker has two runs).
     private let runs = Locked<[String: [ChildProcess]]>([:])
     /// The next unused token key (one per worker run; see ``StackFiles``).

@@ -1,5 +1,6 @@
 import CallContract
 import Foundation
+import Locking
 
 /// The outside checks of a run: what dispatch accepted against the statuses on Kafka, the
 /// pushes the APNs simulator and the messages the FCM simulator recorded, the DLQ and the
@@ -140,7 +141,7 @@ struct Verdict: Sendable {
                     break
                 }
                 if let sent = collector.firstSent(callId: call.callId, deviceKey: deviceKey), first.state == .sent {
-                    latenciesMs.append((sent - call.requestedAt).seconds * 1000)
+                    latenciesMs.append((sent - call.requestedAt).inSeconds * 1000)
                 }
             }
         }

@@ -191,8 +191,7 @@ public struct DevStack: Sendable {
     }
 
     static func randomHex(bytes count: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        Hex.random(bytes: count)
     }
 
     /// Waits (bounded) until dispatch listens and every request partition has a worker, then

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CallContract
 import Foundation
+import Locking
 
 /// A duration flag value: a whole number with a unit — `500ms`, `30s`, `5m`, `2h`, `7d`.
 struct DurationArgument: ExpressibleByArgument, Sendable, Hashable {
@@ -32,7 +33,7 @@ struct DurationArgument: ExpressibleByArgument, Sendable, Hashable {
 
     /// `90s` → `1m30s`, `7d`, `500ms`.
     static func format(_ duration: Duration) -> String {
-        let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let ms = duration.inWholeMilliseconds
         if ms % 1000 != 0 { return "\(ms)ms" }
         var seconds = ms / 1000
         if seconds == 0 { return "0s" }
@@ -67,14 +68,8 @@ struct TimeArgument: ExpressibleByArgument, Sendable, Hashable {
     func resolve(now: Date) -> Date {
         switch value {
         case .absolute(let date): return date
-        case .ago(let duration): return now.addingTimeInterval(-duration.seconds)
+        case .ago(let duration): return now.addingTimeInterval(-duration.inSeconds)
         }
     }
 }
 
-extension Duration {
-    /// The duration in (fractional) seconds.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

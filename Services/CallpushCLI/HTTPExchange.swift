@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import Locking
 
 /// The answer to one HTTP request.
 struct HTTPAnswer: Sendable {
@@ -42,7 +43,7 @@ struct HTTPExchange: Sendable {
         let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
         do {
             channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connectTimeout(.milliseconds(Int64(timeout.seconds * 1000)))
+                .connectTimeout(.milliseconds(Int64(timeout.inSeconds * 1000)))
                 .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         if let tls {

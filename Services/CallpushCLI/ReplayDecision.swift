@@ -1,6 +1,7 @@
 import CallContract
 import Foundation
 import Kafka
+import Locking
 
 /// Which dead-lettered records `callpush replay` selects. Every filter given must match.
 struct ReplayFilter: Sendable, Hashable {
@@ -60,7 +61,7 @@ enum ReplayDecision {
         if ring.isExpired(at: now) {
             guard let newDeadline else { return .expired }
             ring.requestedAt = ContractCoding.truncatedToMilliseconds(now)
-            ring.ringDeadline = ContractCoding.truncatedToMilliseconds(now.addingTimeInterval(newDeadline.seconds))
+            ring.ringDeadline = ContractCoding.truncatedToMilliseconds(now.addingTimeInterval(newDeadline.inSeconds))
             rearmed = true
         }
         return .replay(ring, rearmed: rearmed)

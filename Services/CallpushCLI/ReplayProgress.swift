@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 /// The progress line on stderr (at most once a second): records examined of the total,
 /// the rate and the time left; and the final summary on stdout.
@@ -26,7 +27,7 @@ struct ReplayProgress: Sendable {
 
     /// `replay: 120/500 examined, 80 replayed, 45.0 records/s, ETA 8s`
     static func line(_ counts: ReplayCounts, elapsed: Duration, dryRun: Bool) -> String {
-        let seconds = max(elapsed.seconds, 0.001)
+        let seconds = max(elapsed.inSeconds, 0.001)
         let rate = Double(counts.examined) / seconds
         let left = max(0, counts.total - counts.examined)
         let eta = rate > 0 ? DurationArgument.format(.seconds(Int64((Double(left) / rate).rounded(.up)))) : "?"

@@ -71,7 +71,7 @@ struct StatusReader: Sendable {
     private func read(
         _ reader: KafkaHistoryReader, topic: String, partitions: [Int32], watch: StatusWatch
     ) async -> (Int, [Int32: KafkaHistoryReader.Coverage], Set<String>) {
-        let since = Date().addingTimeInterval(-window.seconds)
+        let since = Date().addingTimeInterval(-window.inSeconds)
         let table = StatusTable(json: json)
         var deliveries: [String: CallStatus.State] = [:]
         var printed = 0

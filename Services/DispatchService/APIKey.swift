@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Locking
 
 /// A backend API key as dispatch stores it: a name (for logs and metrics), the SHA-256 of the
 /// key, its rate limit, the tenant it belongs to and the apps it may ring. The plaintext key is
@@ -46,7 +47,7 @@ public struct APIKey: Sendable, Hashable, CustomStringConvertible {
 
     /// The hex form used in the keys file (`sha256` field).
     public static func hexHash(_ plaintext: String) -> String {
-        hash(plaintext).map { String(format: "%02x", $0) }.joined()
+        Hex.encode(hash(plaintext))
     }
 
     /// A new random key (32 bytes, base64url), e.g. for `callpush dev`.

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Kafka
 import NIOCore
+import Locking
 
 extension DispatchAPI {
     /// `POST /v1/calls/{callId}/ack`: the device reports, authenticated by the ack token from its
@@ -37,7 +38,7 @@ extension DispatchAPI {
         } else {
             throw refusedAck("expired", .ackExpired)
         }
-        guard Date() <= deadline.addingTimeInterval(configuration.ackGrace.seconds) else { throw refusedAck("expired", .ackExpired) }
+        guard Date() <= deadline.addingTimeInterval(configuration.ackGrace.inSeconds) else { throw refusedAck("expired", .ackExpired) }
 
         let state: CallStatus.State = ack.outcome == .reported ? .reported : .suppressed
         let answer = APIModels.encode(APIModels.AckAccepted(callId: callId, deviceKey: ack.deviceKey, state: state.rawValue))

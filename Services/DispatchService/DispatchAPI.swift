@@ -45,7 +45,7 @@ public final class DispatchAPI: Sendable {
     public static let originHeader = "callpush-origin"
 
     /// A fresh origin value for one process.
-    public static func makeOrigin(instanceID: String) -> [UInt8] { Array("\(instanceID)/\(UUID().uuidString.lowercased())".utf8) }
+    public static func makeOrigin(instanceID: String) -> [UInt8] { Array("\(instanceID)/\(UUID.randomVersion4().lowercasedText)".utf8) }
 
     /// Handlers over a view and a publisher; `isReady` answers `/readyz`, `isViewReady` says
     /// whether the view has caught up (until then status reads answer 503, not 404).

@@ -91,7 +91,7 @@ public final class DispatchApp: Sendable {
     static func server(router: Router<DispatchRequestContext>, host: String, port: Int, configuration: DispatchConfiguration,
                        tls identity: TLSIdentity? = nil, bound: BoundPort, logger: Logger) -> some Service {
         let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [CloseAfterResponseHandler()],
-                                               idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.seconds * 1e9)))
+                                               idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.inSeconds * 1e9)))
         let server: HTTPServerBuilder = identity.map { identity in
             HTTPServerBuilder { responder in ReloadingTLSChannel(base: HTTP1Channel(responder: responder, configuration: http1), identity: identity) }
         } ?? .http1(configuration: http1)
@@ -106,31 +106,4 @@ public final class DispatchApp: Sendable {
 }
 
 /// The listening port, set once the server runs; waiters are resumed then.
-final class BoundPort: Sendable {
-    private struct State {
-        var port: Int?
-        var waiters: [CheckedContinuation<Int, Never>] = []
-    }
-
-    private let state = Locked(State())
-
-    func set(_ port: Int) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Int, Never>] in
-            state.port = port
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume(returning: port) }
-    }
-
-    func wait() async -> Int {
-        await withCheckedContinuation { continuation in
-            let port = state.withLock { state -> Int? in
-                if let port = state.port { return port }
-                state.waiters.append(continuation)
-                return nil
-            }
-            if let port { continuation.resume(returning: port) }
-        }
-    }
-}
+typealias BoundPort = OneShot<Int>

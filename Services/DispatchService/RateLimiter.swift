@@ -19,8 +19,7 @@ public final class RateLimiter: Sendable {
 
     /// Seconds since an arbitrary start, monotonic.
     public static func monotonicSeconds() -> Double {
-        let (seconds, attoseconds) = ContinuousClock.now.duration(to: ContinuousClock.Instant.referenceStart).components
-        return -(Double(seconds) + Double(attoseconds) / 1e18)
+        -ContinuousClock.now.duration(to: ContinuousClock.Instant.referenceStart).inSeconds
     }
 
     /// Takes one token for `key`: nil when allowed, else the seconds to wait (≥ 1, rounded up).

@@ -1,4 +1,5 @@
 import DequeModule
+import Locking
 
 /// Least-recently-used order for keys that are touched often, without one queue entry per touch:
 /// each key has exactly one entry, stamped when it was queued; a touch only records the key's
@@ -50,7 +51,7 @@ struct Retention: Sendable {
     let now: @Sendable () -> Double
 
     init(window: Duration, budgetBytes: Int, now: @escaping @Sendable () -> Double) {
-        self.window = window.seconds
+        self.window = window.inSeconds
         self.budgetBytes = max(1, budgetBytes)
         self.now = now
     }

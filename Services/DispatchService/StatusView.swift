@@ -211,9 +211,3 @@ public final class StatusView: Sendable {
     }
 }
 
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

@@ -8,10 +8,11 @@ import Synchronization
 import Tracing
 import Locking
 
-/// Feeds the ``StatusView`` from Kafka: every partition of the requests and status topics,
-/// by manual assignment (no consumer group, so every instance sees everything), starting at
-/// `now − window` (offsets-for-times). Partition counts are found by probing partition numbers
-/// until the broker knows no more. Ready once assigned; retries (with backoff) until then.
+/// Feeds the ``StatusView`` from Kafka: every partition of the requests and status topics, read
+/// with one ``KafkaHistoryReader`` from `now − window` (offsets-for-times) and then followed (no
+/// consumer group, so every instance sees everything). Partition counts are found by probing
+/// partition numbers until the broker knows no more. Ready once every partition is located;
+/// retries (with backoff) until then.
 public final class StatusViewReader: Service {
     private let kafka: KafkaConfiguration
     private let requestsTopic: String
@@ -41,7 +42,7 @@ public final class StatusViewReader: Service {
         self.logger = logger
     }
 
-    /// True once every partition of both topics is assigned.
+    /// True once every partition of both topics is located (and reading starts).
     public var isReady: Bool { ready.load(ordering: .acquiring) }
 
     /// Partition count per topic, once known.
@@ -51,42 +52,70 @@ public final class StatusViewReader: Service {
         var configuration = KafkaConsumerConfiguration(kafka: kafka, mode: .manual)
         configuration.kafka.clientID = kafka.clientID + "-dispatch-view"
         configuration.maxBufferedMessages = 5_000
-        let consumer = try KafkaConsumer(configuration: configuration, logger: logger)
-        try await withGracefulShutdownHandler {
+        let reader = KafkaHistoryReader(configuration: configuration, logger: logger)
+        let probe = try KafkaConsumer(configuration: configuration, logger: logger)
+        try await cancelWhenGracefulShutdown { [self] in
             var delay = Duration.milliseconds(200)
-            var sinceMs: Int64 = 0
+            var counted: [KafkaTopicPartition]?
             while !Task.isCancelledOrShuttingDown {
                 do {
-                    sinceMs = try await assignAll(consumer)
-                    break
+                    let partitions: [KafkaTopicPartition]
+                    if let counted {
+                        partitions = counted
+                    } else {
+                        partitions = try await countPartitions(probe)
+                        counted = partitions
+                        await probe.shutdown()
+                    }
+                    try await read(reader, partitions: partitions)
+                    return
+                } catch let error as StatusViewStopped {
+                    throw error
                 } catch {
                     logger.warning("status view cannot assign partitions yet; retrying", metadata: ["kafka.error": "\(error)"])
                     try? await Task.sleep(for: delay)
                     delay = min(delay * 2, .seconds(5))
                 }
             }
-            guard isReady else { return }
-            for try await message in consumer.messages {
-                apply(message, sinceMs: sinceMs)
-            }
-        } onGracefulShutdown: {
-            Task { await consumer.shutdown() }
         }
-        await consumer.shutdown()
+        await probe.shutdown()
     }
 
-    private func assignAll(_ consumer: KafkaConsumer) async throws -> Int64 {
-        let sinceMs = Int64((Date().timeIntervalSince1970 - window.seconds) * 1000)
-        var assignments: [KafkaPartitionAssignment] = []
+    /// Counts the partitions of both topics (remembered for ``partitionCount(_:)``).
+    private func countPartitions(_ consumer: KafkaConsumer) async throws(KafkaError) -> [KafkaTopicPartition] {
+        var partitions: [KafkaTopicPartition] = []
         for topic in [requestsTopic, statusTopic] {
             let count = try await Self.partitions(of: topic, consumer: consumer)
             partitionCounts.withLock { $0[topic] = count }
-            for partition in 0..<Int32(count) {
-                let start = try await consumer.startOffset(topic: topic, partition: partition, notBefore: sinceMs, timeout: .seconds(5))
-                assignments.append(KafkaPartitionAssignment(topic: topic, partition: partition, start: .offset(start)))
-            }
+            partitions += (0..<Int32(count)).map { KafkaTopicPartition(topic: topic, partition: $0) }
         }
-        try await consumer.assign(assignments)
+        return partitions
+    }
+
+    /// Reads every partition from now − window, then follows them until cancelled. Throws the
+    /// partitions that could not be located (the caller tries again), or ``StatusViewStopped``
+    /// when the read ended on its own after the view was ready.
+    private func read(_ reader: KafkaHistoryReader, partitions: [KafkaTopicPartition]) async throws {
+        var unlocated: [KafkaTopicPartition: KafkaError] = [:]
+        let since = Date().addingTimeInterval(-window.inSeconds)
+        _ = await reader.read(partitions: partitions, since: since, order: .oldestFirst, follow: true, located: { failed in
+            unlocated = failed
+            guard failed.isEmpty else { return false }
+            assigned()
+            return true
+        }) { message in
+            apply(message)
+            return true
+        }
+        if let (partition, error) = unlocated.min(by: { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }) {
+            var error = error
+            error.message = "\(partition): \(error.message)"
+            throw error
+        }
+        if !Task.isCancelledOrShuttingDown { throw StatusViewStopped() }
+    }
+
+    private func assigned() {
         ready.store(true, ordering: .releasing)
         logger.info("status view assigned", metadata: [
             "kafka.requests.partitions": "\(partitionCount(requestsTopic) ?? 0)",
@@ -95,7 +124,6 @@ public final class StatusViewReader: Service {
         if partitionCount(requestsTopic) != partitionCount(statusTopic) {
             logger.warning("requests and status topics have different partition counts; co-partitioning by key is not guaranteed")
         }
-        return sinceMs
     }
 
     /// Probes partition numbers 0, 1, … until the broker has no such partition.
@@ -113,8 +141,8 @@ public final class StatusViewReader: Service {
         return count
     }
 
-    private func apply(_ message: KafkaConsumerMessage, sinceMs: Int64) {
-        if let timestamp = message.timestampMilliseconds, timestamp < sinceMs { return }
+    /// Applies a message of the window (the reader skips older ones).
+    private func apply(_ message: KafkaConsumerMessage) {
         metrics?.viewEvent()
         if message.topic == statusTopic {
             guard let status = try? CallStatus.decode(Data(message.value)) else { return }
@@ -143,6 +171,11 @@ extension StatusViewReader {
         span.attributes[SpanAttributeName.offset] = Int(message.offset)
         span.end()
     }
+}
+
+/// The status view's read ended although the service was not stopping (the consumer failed).
+struct StatusViewStopped: Error, CustomStringConvertible {
+    var description: String { "the status view stopped reading Kafka" }
 }
 
 extension Task where Success == Never, Failure == Never {

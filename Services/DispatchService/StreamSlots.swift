@@ -54,7 +54,7 @@ final class LogThrottle: Sendable {
     private let slots = Locked<[String: Slot]>([:])
 
     init(interval: Duration, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
-        self.interval = interval.seconds
+        self.interval = interval.inSeconds
         self.now = now
     }
 

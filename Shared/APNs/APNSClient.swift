@@ -98,7 +98,7 @@ public final class APNSClient: Service, Sendable {
     /// token transparently within that deadline.
     public func send(_ push: APNSVoIPPush) async -> APNSOutcome {
         let start = ContinuousClock.now
-        let apnsID = Self.lowercaseText(push.apnsID)
+        let apnsID = push.apnsID.lowercasedText
         func failure(_ error: APNSError, attempts: Int) -> APNSOutcome {
             APNSOutcome(error: error, apnsID: apnsID, latency: ContinuousClock.now - start, attempts: attempts)
         }
@@ -258,27 +258,6 @@ public final class APNSClient: Service, Sendable {
         else { return (nil, nil) }
         let timestamp = decoded.timestamp.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
         return (decoded.reason.map(APNSReason.init(rawValue:)), timestamp)
-    }
-
-    /// A UUID as lowercase text (APNs echoes `apns-id` lowercase). Foundation's `uuidString` formats with
-    /// `snprintf` and then needs `lowercased()`, on every push.
-    static func lowercaseText(_ uuid: UUID) -> String {
-        let digits: StaticString = "0123456789abcdef"
-        return withUnsafeBytes(of: uuid.uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { out in
-                var index = 0
-                for (position, byte) in bytes.enumerated() {
-                    if position == 4 || position == 6 || position == 8 || position == 10 {
-                        out[index] = UInt8(ascii: "-")
-                        index += 1
-                    }
-                    out[index] = digits.utf8Start[Int(byte >> 4)]
-                    out[index + 1] = digits.utf8Start[Int(byte & 0x0f)]
-                    index += 2
-                }
-                return index
-            }
-        }
     }
 
     /// Requests made for one push at most: refused streams and connections that closed under it are retried

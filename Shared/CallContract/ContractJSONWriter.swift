@@ -1,4 +1,8 @@
 import Foundation
+#if canImport(Locking)
+// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's Hex.swift as one module.
+import Locking
+#endif
 
 /// Writes contract documents straight to bytes, byte for byte what ``ContractCoding/makeEncoder()``
 /// (Foundation's `JSONEncoder` with sorted keys and unescaped slashes) produces for the same value —
@@ -121,10 +125,9 @@ public struct ContractJSONWriter {
                 case 0x0C: bytes.append(UInt8(ascii: "f"))
                 case 0x0D: bytes.append(UInt8(ascii: "r"))
                 default:
-                    let hex = Array("0123456789abcdef".utf8)
                     bytes.append(contentsOf: "u00".utf8)
-                    bytes.append(hex[Int(byte >> 4)])
-                    bytes.append(hex[Int(byte & 0xF)])
+                    bytes.append(Hex.digit(byte >> 4))
+                    bytes.append(Hex.digit(byte & 0xF))
                 }
             }
             bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))

@@ -1,3 +1,8 @@
+#if canImport(Locking)
+// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's Hex.swift as one module.
+import Locking
+#endif
+
 /// A stable, non-reversible key for a device token: the first 16 bytes of SHA-256 over the
 /// lower-case hex token, as 32 hex digits. Statuses, acks and dedupe state carry this instead of
 /// the token, so the token itself never has to appear outside the request and the push.
@@ -8,14 +13,7 @@ public enum DeviceKey {
     }
 
     static func hex<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        Hex.encode(bytes)
     }
 }
 

@@ -1,5 +1,8 @@
 import Foundation
+#if canImport(JSONBytes)
+// The fuzz build (scripts/fuzz) compiles this module's sources with JSONBytes's as one module.
 import JSONBytes
+#endif
 
 /// A fast reader for contract documents, used in front of `JSONDecoder` on the hot paths (every
 /// ring a worker takes in, every `POST /v1/calls`).

@@ -148,6 +148,6 @@ public enum CallID {
 
     /// A new random (version 4) call id (one `getrandom`, see `UUID.randomVersion4()`).
     public static func make() -> String {
-        UUID.randomVersion4().uuidString.lowercased()
+        UUID.randomVersion4().lowercasedText
     }
 }

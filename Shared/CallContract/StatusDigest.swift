@@ -1,5 +1,8 @@
 import Foundation
+#if canImport(JSONBytes)
+// The fuzz build (scripts/fuzz) compiles this module's sources with JSONBytes's as one module.
 import JSONBytes
+#endif
 
 /// The fields of a ``CallStatus`` a dedupe rebuild needs — `callId`, `deviceKey`, `replay`,
 /// `state`, `at`, and `tenant` (a cancel applies to its tenant's rings) — decoded without building

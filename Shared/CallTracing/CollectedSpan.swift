@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 /// A finished span as a local collector keeps it (``TraceStore``) and `callpush status --trace`
 /// shows it: ids in lower-case hex, times in nanoseconds since 1970, attribute values as text.
@@ -82,7 +83,7 @@ public enum OTLPJSON {
         guard let text, !text.isEmpty else { return nil }
         if text.count == bytes * 2, text.allSatisfy(\.isHexDigit) { return text.lowercased() }
         guard let data = Data(base64Encoded: text), data.count == bytes, data.contains(where: { $0 != 0 }) else { return nil }
-        return data.map { String(format: "%02x", $0) }.joined()
+        return Hex.encode(data)
     }
 
     static func kindName(_ number: UInt64?) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import _CryptoExtras
+import Locking
 
 /// A service account the simulator accepts JWT grants from: its project, client email, key id and RSA key.
 ///
@@ -21,12 +22,9 @@ public struct FCMSimulatorServiceAccount: Sendable, CustomStringConvertible {
     /// Generates a 2048-bit RSA key for a service account of `projectID`.
     public static func generate(projectID: String = "callpush-simulator") throws -> FCMSimulatorServiceAccount {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        var idBytes = [UInt8](repeating: 0, count: 20)
-        var rng = SystemRandomNumberGenerator()
-        for index in idBytes.indices { idBytes[index] = UInt8.random(in: 0...255, using: &rng) }
         return FCMSimulatorServiceAccount(
             projectID: projectID, clientEmail: "firebase-adminsdk@\(projectID).iam.gserviceaccount.com",
-            privateKeyID: idBytes.map { String(format: "%02x", $0) }.joined(),
+            privateKeyID: Hex.random(bytes: 20),
             privateKeyPEM: key.pkcs8PEMRepresentation, publicKey: key.publicKey)
     }
 

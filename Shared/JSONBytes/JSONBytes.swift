@@ -1,4 +1,7 @@
+#if canImport(Locking)
+// The fuzz build (scripts/fuzz) compiles these sources with Locking's Hex.swift as one module.
 import Locking
+#endif
 
 /// The byte-level grammar of JSON (RFC 8259) that the hand-written readers share: the contract's
 /// fast reader and status scanner, the FCM simulator's message reader and the APNs simulator's

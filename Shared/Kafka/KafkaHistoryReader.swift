@@ -1,9 +1,11 @@
 import Foundation
 import Logging
 
-/// Reads the recent history of a topic's partitions: the messages from a point in time to the end
-/// each partition had when the read began, oldest first or newest first, within a bound, and says
-/// per partition how much of that it covered.
+/// Reads the recent history of a topic's partitions (or of several topics' at once): the messages
+/// from a point in time to the end each partition had when the read began, oldest first or newest
+/// first, within a bound, and says per partition how much of that it covered. The one reader of
+/// "now − window to the end" for the worker's dedupe rebuild, `callpush status` and dispatch's
+/// status view.
 ///
 /// - Oldest first: each partition from its first message at or after `since`
 ///   (``KafkaConsumer/startOffset(topic:partition:notBefore:timeout:)``) to its end, in offset
@@ -65,23 +67,40 @@ public struct KafkaHistoryReader: Sendable {
         self.logger = logger
     }
 
-    /// Reads `partitions` of `topic` from `since` to their ends and hands each message to
-    /// `handle` (which returns `false` to stop the read), in `order`.
+    /// Reads `partitions` of one `topic`, as ``read(partitions:since:order:bound:follow:located:_:)``
+    /// does, with the partitions named by number.
+    public func read(
+        topic: String, partitions: [Int32], since: Date, order: Order, bound: Duration? = nil, follow: Bool = false,
+        located: ([Int32: KafkaError]) -> Bool = { _ in true }, _ handle: (KafkaConsumerMessage) -> Bool
+    ) async -> [Int32: Coverage] {
+        let coverage = await read(
+            partitions: partitions.map { KafkaTopicPartition(topic: topic, partition: $0) }, since: since, order: order,
+            bound: bound, follow: follow,
+            located: { failed in located(Dictionary(uniqueKeysWithValues: failed.map { ($0.key.partition, $0.value) })) },
+            handle
+        )
+        return Dictionary(uniqueKeysWithValues: coverage.map { ($0.key.partition, $0.value) })
+    }
+
+    /// Reads `partitions` (of one topic or several, with one consumer) from `since` to their ends
+    /// and hands each message to `handle` (which returns `false` to stop the read), in `order`.
     ///
     /// - Parameters:
     ///   - bound: the longest the read may take, look-ups included (`nil`: no bound).
     ///   - follow: oldest first only: after the ends, keep handing over new messages.
+    ///   - located: called once every partition's range was looked up, before any message is
+    ///     handed over, with the partitions that could not be located; returns `false` to stop.
     /// - Returns: the coverage of every partition asked for.
     public func read(
-        topic: String,
-        partitions: [Int32],
+        partitions: [KafkaTopicPartition],
         since: Date,
         order: Order,
         bound: Duration? = nil,
         follow: Bool = false,
+        located: ([KafkaTopicPartition: KafkaError]) -> Bool = { _ in true },
         _ handle: (KafkaConsumerMessage) -> Bool
-    ) async -> [Int32: Coverage] {
-        let partitions = Array(Set(partitions)).sorted()
+    ) async -> [KafkaTopicPartition: Coverage] {
+        let partitions = Array(Set(partitions)).sorted(by: Self.precedes)
         guard !partitions.isEmpty else { return [:] }
         let consumer: KafkaConsumer
         do {
@@ -103,14 +122,20 @@ public struct KafkaHistoryReader: Sendable {
         }
 
         let sinceMs = Int64((since.timeIntervalSince1970 * 1000).rounded(.down))
-        var progress = await locate(consumer, topic: topic, partitions: partitions, sinceMs: sinceMs, deadline: deadline)
+        var progress = await locate(consumer, partitions: partitions, sinceMs: sinceMs, deadline: deadline)
+        guard located(progress.failed) else { return progress.coverage }
         switch order {
         case .oldestFirst:
-            await readForward(consumer, topic: topic, progress: &progress, sinceMs: sinceMs, follow: follow, handle)
+            await readForward(consumer, progress: &progress, sinceMs: sinceMs, follow: follow, handle)
         case .newestFirst:
-            await readBackward(consumer, topic: topic, progress: &progress, sinceMs: sinceMs, handle)
+            await readBackward(consumer, progress: &progress, sinceMs: sinceMs, handle)
         }
         return progress.coverage
+    }
+
+    /// Topic, then partition number.
+    static func precedes(_ a: KafkaTopicPartition, _ b: KafkaTopicPartition) -> Bool {
+        a.topic == b.topic ? a.partition < b.partition : a.topic < b.topic
     }
 
     // MARK: locating
@@ -127,13 +152,13 @@ public struct KafkaHistoryReader: Sendable {
             var reached: Date?
             var done = false
         }
-        var spans: [Int32: Span] = [:]
-        var failed: [Int32: KafkaError] = [:]
+        var spans: [KafkaTopicPartition: Span] = [:]
+        var failed: [KafkaTopicPartition: KafkaError] = [:]
 
-        var active: [Int32] { spans.filter { !$0.value.done }.keys.sorted() }
+        var active: [KafkaTopicPartition] { spans.filter { !$0.value.done }.keys.sorted(by: KafkaHistoryReader.precedes) }
 
-        var coverage: [Int32: Coverage] {
-            var result: [Int32: Coverage] = failed.mapValues { .failed($0) }
+        var coverage: [KafkaTopicPartition: Coverage] {
+            var result: [KafkaTopicPartition: Coverage] = failed.mapValues { .failed($0) }
             for (partition, span) in spans {
                 result[partition] = span.done ? .complete : .partial(reached: span.reached)
             }
@@ -142,7 +167,7 @@ public struct KafkaHistoryReader: Sendable {
     }
 
     private func locate(
-        _ consumer: KafkaConsumer, topic: String, partitions: [Int32], sinceMs: Int64, deadline: ContinuousClock.Instant?
+        _ consumer: KafkaConsumer, partitions: [KafkaTopicPartition], sinceMs: Int64, deadline: ContinuousClock.Instant?
     ) async -> Progress {
         let lookupTimeout = self.lookupTimeout
         func timeout() -> Duration {
@@ -150,7 +175,7 @@ public struct KafkaHistoryReader: Sendable {
             return max(.milliseconds(1), min(lookupTimeout, deadline - .now))
         }
         var progress = Progress()
-        await withTaskGroup(of: (Int32, Result<(lower: Int64, end: Int64), KafkaError>).self) { group in
+        await withTaskGroup(of: (KafkaTopicPartition, Result<(lower: Int64, end: Int64), KafkaError>).self) { group in
             for partition in partitions {
                 let bound = timeout()
                 group.addTask {
@@ -160,9 +185,10 @@ public struct KafkaHistoryReader: Sendable {
                     while true {
                         do throws(KafkaError) {
                             let left = max(.milliseconds(1), lookupEnd - .now)
-                            let marks = try await consumer.queryWatermarks(topic: topic, partition: partition, timeout: left)
+                            let marks = try await consumer.queryWatermarks(topic: partition.topic, partition: partition.partition, timeout: left)
                             guard marks.low < marks.high else { return (partition, .success((marks.high, marks.high))) }
-                            let start = try await consumer.startOffset(topic: topic, partition: partition, notBefore: sinceMs, timeout: left)
+                            let start = try await consumer.startOffset(
+                                topic: partition.topic, partition: partition.partition, notBefore: sinceMs, timeout: left)
                             return (partition, .success((min(max(start, marks.low), marks.high), marks.high)))
                         } catch {
                             guard error.code != .shutdown, ContinuousClock.now + Self.lookupRetryPause < lookupEnd else {
@@ -179,7 +205,7 @@ public struct KafkaHistoryReader: Sendable {
                     progress.spans[partition] = Progress.Span(lower: range.lower, end: range.end, next: range.end)
                 case .failure(let error):
                     logger.warning("cannot locate a partition's history", metadata: [
-                        "kafka.topic": "\(topic)", "kafka.partition": "\(partition)", "kafka.error": "\(error)",
+                        "kafka.topic": "\(partition.topic)", "kafka.partition": "\(partition.partition)", "kafka.error": "\(error)",
                     ])
                     progress.failed[partition] = error
                 }
@@ -191,7 +217,7 @@ public struct KafkaHistoryReader: Sendable {
     // MARK: oldest first
 
     private func readForward(
-        _ consumer: KafkaConsumer, topic: String, progress: inout Progress, sinceMs: Int64, follow: Bool,
+        _ consumer: KafkaConsumer, progress: inout Progress, sinceMs: Int64, follow: Bool,
         _ handle: (KafkaConsumerMessage) -> Bool
     ) async {
         for (partition, range) in progress.spans {
@@ -199,15 +225,18 @@ public struct KafkaHistoryReader: Sendable {
             if range.lower >= range.end { progress.spans[partition]?.done = true }
         }
         // Following, empty partitions are read too: their new messages count.
-        let assigned = follow ? progress.spans.keys.sorted() : progress.active
+        let assigned = follow ? progress.spans.keys.sorted(by: Self.precedes) : progress.active
         guard !assigned.isEmpty else { return }
         do {
             try await consumer.assign(assigned.compactMap { partition in
-                progress.spans[partition].map { KafkaPartitionAssignment(topic: topic, partition: partition, start: .offset($0.lower)) }
+                progress.spans[partition].map {
+                    KafkaPartitionAssignment(topic: partition.topic, partition: partition.partition, start: .offset($0.lower))
+                }
             })
             var remaining = progress.active.count
             for try await message in consumer.messages {
-                guard var range = progress.spans[message.partition], message.offset >= range.next,
+                let partition = KafkaTopicPartition(topic: message.topic, partition: message.partition)
+                guard var range = progress.spans[partition], message.offset >= range.next,
                       follow || message.offset < range.end else { continue }
                 range.next = message.offset + 1
                 let inWindow = message.timestampMilliseconds.map { $0 >= sinceMs } ?? true
@@ -217,18 +246,18 @@ public struct KafkaHistoryReader: Sendable {
                     range.done = true
                     remaining -= 1
                 }
-                progress.spans[message.partition] = range
+                progress.spans[partition] = range
                 if !keepGoing || (!follow && remaining == 0) { return }
             }
         } catch {
-            interrupted(error, topic: topic, progress: &progress)
+            interrupted(error, partitions: Array(progress.spans.keys))
         }
     }
 
     // MARK: newest first
 
     private func readBackward(
-        _ consumer: KafkaConsumer, topic: String, progress: inout Progress, sinceMs: Int64,
+        _ consumer: KafkaConsumer, progress: inout Progress, sinceMs: Int64,
         _ handle: (KafkaConsumerMessage) -> Bool
     ) async {
         for (partition, range) in progress.spans where range.lower >= range.end {
@@ -238,27 +267,28 @@ public struct KafkaHistoryReader: Sendable {
         var iterator = consumer.messages.makeAsyncIterator()
         while !progress.active.isEmpty {
             let active = progress.active
-            var starts: [Int32: Int64] = [:]
+            var starts: [KafkaTopicPartition: Int64] = [:]
             for partition in active {
                 guard let range = progress.spans[partition] else { continue }
                 starts[partition] = max(range.lower, range.next - Int64(chunk))
             }
-            var collected: [Int32: [KafkaConsumerMessage]] = [:]
+            var collected: [KafkaTopicPartition: [KafkaConsumerMessage]] = [:]
             var open = Set(active)
             var stopped = false
             do {
                 try await consumer.assign(active.compactMap { partition in
-                    starts[partition].map { KafkaPartitionAssignment(topic: topic, partition: partition, start: .offset($0)) }
+                    starts[partition].map { KafkaPartitionAssignment(topic: partition.topic, partition: partition.partition, start: .offset($0)) }
                 })
                 while !open.isEmpty, let message = try await iterator.next() {
-                    guard let range = progress.spans[message.partition], let start = starts[message.partition],
-                          open.contains(message.partition), message.offset >= start else { continue }
-                    if message.offset < range.next { collected[message.partition, default: []].append(message) }
-                    if message.offset >= range.next - 1 { open.remove(message.partition) }
+                    let partition = KafkaTopicPartition(topic: message.topic, partition: message.partition)
+                    guard let range = progress.spans[partition], let start = starts[partition],
+                          open.contains(partition), message.offset >= start else { continue }
+                    if message.offset < range.next { collected[partition, default: []].append(message) }
+                    if message.offset >= range.next - 1 { open.remove(partition) }
                 }
                 if !open.isEmpty { stopped = true }  // the sequence ended: shut down at the bound
             } catch {
-                interrupted(error, topic: topic, progress: &progress)
+                interrupted(error, partitions: active)
                 stopped = true
             }
             // Hand over newest first. A chunk read to its end extends the covered range back to its
@@ -291,9 +321,10 @@ public struct KafkaHistoryReader: Sendable {
         }
     }
 
-    private func interrupted(_ error: any Error, topic: String, progress: inout Progress) {
+    private func interrupted(_ error: any Error, partitions: [KafkaTopicPartition]) {
         guard !(error is CancellationError) else { return }
         if let error = error as? KafkaError, error.code == .shutdown { return }  // the bound passed
-        logger.warning("reading a topic's history failed", metadata: ["kafka.topic": "\(topic)", "kafka.error": "\(error)"])
+        let topics = Set(partitions.map(\.topic)).sorted().joined(separator: ",")
+        logger.warning("reading a topic's history failed", metadata: ["kafka.topic": "\(topics)", "kafka.error": "\(error)"])
     }
 }

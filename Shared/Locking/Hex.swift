@@ -1,4 +1,5 @@
-/// Hexadecimal digits read in one place (JSON `\u` escapes, hex-encoded secrets and ids).
+/// Hexadecimal digits read and written in one place (JSON `\u` escapes, hex-encoded secrets, hashes
+/// and ids, UUID text).
 public enum Hex {
     /// The value of a hexadecimal digit (either case), nil for any other byte.
     @inlinable
@@ -9,5 +10,57 @@ public enum Hex {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
         default: nil
         }
+    }
+
+    /// The lower-case digit of a value below 16.
+    @inlinable
+    public static func digit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") &+ value : UInt8(ascii: "a") &+ (value &- 10)
+    }
+
+    /// `bytes` as lower-case hex, two digits a byte (what `String(format: "%02x")` per byte gives).
+    @inlinable
+    public static func encode<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var index = 0
+            for byte in bytes {
+                out[index] = digit(byte >> 4)
+                out[index + 1] = digit(byte & 0x0F)
+                index += 2
+            }
+            return index
+        }
+    }
+
+    /// 16 bytes as lower-case UUID text (8-4-4-4-12 digits); APNs echoes ids lower-case, and
+    /// Foundation's `uuidString` is upper-case and formats with `snprintf`.
+    @inlinable
+    public static func uuidText<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        precondition(bytes.count == 16, "a UUID has 16 bytes")
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var index = 0
+            for (position, byte) in bytes.enumerated() {
+                if position == 4 || position == 6 || position == 8 || position == 10 {
+                    out[index] = UInt8(ascii: "-")
+                    index += 1
+                }
+                out[index] = digit(byte >> 4)
+                out[index + 1] = digit(byte & 0x0F)
+                index += 2
+            }
+            return index
+        }
+    }
+
+    /// `count` random bytes as lower-case hex (`2 × count` digits): ids, tokens and secrets made up
+    /// by tools and tests.
+    public static func random<Generator: RandomNumberGenerator>(bytes count: Int, using generator: inout Generator) -> String {
+        encode((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// `count` random bytes from the system generator as lower-case hex.
+    public static func random(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return random(bytes: count, using: &generator)
     }
 }

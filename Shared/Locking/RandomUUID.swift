@@ -14,3 +14,11 @@ extension UUID {
         }
     }
 }
+
+extension UUID {
+    /// The UUID as lower-case text (8-4-4-4-12 digits): the canonical call id, and the `apns-id`
+    /// as APNs echoes it. Foundation's `uuidString` is upper-case and formats with `snprintf`.
+    public var lowercasedText: String {
+        withUnsafeBytes(of: uuid) { Hex.uuidText($0) }
+    }
+}

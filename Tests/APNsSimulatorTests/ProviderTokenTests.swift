@@ -1,4 +1,5 @@
 import APNsSimulator
+import CallpushTestSupport
 import Foundation
 import Testing
 
@@ -11,10 +12,10 @@ struct ProviderTokenTests {
     /// A simulator that accepts a new signer's key and reads the time from a manual clock, and a client
     /// connected to it.
     private func withSimulatorOnClock(
-        _ body: (TestSupport.Signer, ManualClock, APNSSimulator, H2TestClient) async throws -> Void
+        _ body: (TestSupport.Signer, SettableClock, APNSSimulator, H2TestClient) async throws -> Void
     ) async throws {
         let signer = TestSupport.Signer()
-        let clock = ManualClock()
+        let clock = SettableClock()
         try await TestSupport.withSimulator(signer: signer, configure: { $0.clock = clock.simulatorClock }) { simulator async throws in
             try await TestSupport.withClient(simulator) { client async throws in try await body(signer, clock, simulator, client) }
         }
@@ -23,10 +24,10 @@ struct ProviderTokenTests {
     @Test("a token older than one hour is ExpiredProviderToken")
     func expiredToken() async throws {
         try await withSimulatorOnClock { signer, clock, _, client in
-            let fresh = try await send(client, jwt: signer.jwt(issuedAt: clock.now.addingTimeInterval(-3500)))
+            let fresh = try await send(client, jwt: signer.jwt(issuedAt: clock.now().addingTimeInterval(-3500)))
             #expect(fresh.status == 200)
             clock.advance(by: 200)
-            let stale = try await send(client, jwt: signer.jwt(issuedAt: clock.now.addingTimeInterval(-3700)))
+            let stale = try await send(client, jwt: signer.jwt(issuedAt: clock.now().addingTimeInterval(-3700)))
             #expect(stale.status == 403)
             #expect(stale.reason == "ExpiredProviderToken")
         }
@@ -35,18 +36,18 @@ struct ProviderTokenTests {
     @Test("a new token within 20 minutes of the previous one is TooManyProviderTokenUpdates")
     func tooManyTokenUpdates() async throws {
         try await withSimulatorOnClock { signer, clock, _, client in
-            let first = signer.jwt(issuedAt: clock.now)
+            let first = signer.jwt(issuedAt: clock.now())
             #expect(try await send(client, jwt: first).status == 200)
 
             clock.advance(by: 5 * 60)
-            let early = try await send(client, jwt: signer.jwt(issuedAt: clock.now))
+            let early = try await send(client, jwt: signer.jwt(issuedAt: clock.now()))
             #expect(early.status == 429)
             #expect(early.reason == "TooManyProviderTokenUpdates")
             // Reusing the current token stays fine.
             #expect(try await send(client, jwt: first).status == 200)
 
             clock.advance(by: 16 * 60)
-            let renewed = signer.jwt(issuedAt: clock.now)
+            let renewed = signer.jwt(issuedAt: clock.now())
             #expect(try await send(client, jwt: renewed).status == 200)
             #expect(try await send(client, jwt: renewed).status == 200)
         }
@@ -84,11 +85,11 @@ struct ProviderTokenTests {
     @Test("processes sharing a key, each with its own token, are all accepted (updates are counted per connection)")
     func sharedKeyAcrossConnections() async throws {
         try await withSimulatorOnClock { signer, clock, simulator, first in
-            #expect(try await send(first, jwt: signer.jwt(issuedAt: clock.now)).status == 200)
+            #expect(try await send(first, jwt: signer.jwt(issuedAt: clock.now())).status == 200)
             clock.advance(by: 90)
             try await TestSupport.withClient(simulator) { second async throws in
                 // A worker started 90 s later signs its own token: a different iat on another connection.
-                #expect(try await send(second, jwt: signer.jwt(issuedAt: clock.now)).status == 200)
+                #expect(try await send(second, jwt: signer.jwt(issuedAt: clock.now())).status == 200)
             }
         }
     }

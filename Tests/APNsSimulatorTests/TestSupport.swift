@@ -90,21 +90,9 @@ enum TestSupport {
     }
 }
 
-/// A settable clock for JWT age tests.
-final class ManualClock: Sendable {
-    private let current: Locked<Date>
-
-    init(_ start: Date = Date()) {
-        current = Locked(start)
-    }
-
-    var now: Date { current.withLock { $0 } }
-
-    func advance(by seconds: TimeInterval) {
-        current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-
+extension SettableClock {
+    /// The clock the simulator checks JWT ages with.
     var simulatorClock: APNSSimulatorClock {
-        APNSSimulatorClock(now: { self.now })
+        APNSSimulatorClock(now: { self.now() })
     }
 }

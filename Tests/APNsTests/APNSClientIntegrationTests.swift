@@ -1,3 +1,4 @@
+import CallpushTestSupport
 import APNsSimulator
 import Foundation
 import NIOCore
@@ -116,7 +117,7 @@ extension APNSIntegration {
 
         @Test func expiredProviderTokenIsRenewedOnceWithoutALoop() async throws {
             // The client's clock is 61 minutes behind: every token it signs is already expired for the simulator.
-            let clock = TestClock(Date().addingTimeInterval(-61 * 60))
+            let clock = SettableClock(Date().addingTimeInterval(-61 * 60))
             try await SimulatorFixture.run(now: clock.now) { fixture in
                 let first = await fixture.client.send(fixture.push(token: 1))
                 #expect(first.reason == .expiredProviderToken)

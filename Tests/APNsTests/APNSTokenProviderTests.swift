@@ -1,3 +1,4 @@
+import CallpushTestSupport
 import Crypto
 import Foundation
 import Locking
@@ -5,12 +6,11 @@ import Testing
 
 @testable import APNs
 
-/// A settable wall clock.
-final class TestClock: Sendable {
-    private let value: Locked<Date>
-    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { value = Locked(start) }
-    func now() -> Date { value.withLock { $0 } }
-    func advance(minutes: Double) { value.withLock { $0 = $0.addingTimeInterval(minutes * 60) } }
+extension SettableClock {
+    /// A clock at a fixed instant, so token ages do not depend on when the test runs.
+    static func fixed() -> SettableClock { SettableClock(Date(timeIntervalSince1970: 1_800_000_000)) }
+
+    func advance(minutes: Double) { advance(by: minutes * 60) }
 }
 
 @Suite struct APNSTokenProviderTests {
@@ -27,7 +27,7 @@ final class TestClock: Sendable {
     @Test func jwtHasES256HeaderClaimsAndAVerifyingSignature() throws {
         let privateKey = P256.Signing.PrivateKey()
         let key = try Self.makeKey(privateKey)
-        let clock = TestClock()
+        let clock = SettableClock.fixed()
         let provider = APNSTokenProvider(key: key, now: clock.now)
         let token = try provider.token()
         let parts = token.jwt.split(separator: ".", omittingEmptySubsequences: false)
@@ -49,7 +49,7 @@ final class TestClock: Sendable {
     }
 
     @Test func tokenIsSharedAndNotRenewedBefore50Minutes() throws {
-        let clock = TestClock()
+        let clock = SettableClock.fixed()
         let provider = APNSTokenProvider(key: try Self.makeKey(), now: clock.now)
         let first = try provider.token()
         clock.advance(minutes: 19)
@@ -64,7 +64,7 @@ final class TestClock: Sendable {
     }
 
     @Test func renewAfterIsClampedToAtLeast20Minutes() throws {
-        let clock = TestClock()
+        let clock = SettableClock.fixed()
         let provider = APNSTokenProvider(key: try Self.makeKey(), renewAfter: .seconds(60), now: clock.now)
         let first = try provider.token()
         clock.advance(minutes: 19)
@@ -74,7 +74,7 @@ final class TestClock: Sendable {
     }
 
     @Test func expiredProviderTokenRenewsExactlyOnceAndDoesNotLoop() throws {
-        let clock = TestClock()
+        let clock = SettableClock.fixed()
         let provider = APNSTokenProvider(key: try Self.makeKey(), now: clock.now)
         let first = try provider.token()
         clock.advance(minutes: 1)

@@ -84,13 +84,28 @@ struct HistoryReaderTests {
         }
     }
 
-    @Test("a partition without a leader is failed, the others are read")
-    func unreachablePartitionFails() async throws {
+    /// A topic whose partition 0 holds 10 messages and whose partition 1 has no leader, and a
+    /// reader whose look-ups give up after 2 s.
+    static func withLeaderlessPartition(_ name: String, _ body: (KafkaHistoryReader, String) async throws -> Void) async throws {
         try await withCluster(brokers: 1) { cluster in
-            let topic = try await makeTopic("history-down", partitions: 2, on: cluster) { Self.records($0, 0..<10, partition: 0) }
+            let topic = try await makeTopic(name, partitions: 2, on: cluster) { Self.records($0, 0..<10, partition: 0) }
             try cluster.setPartitionLeader(topic: topic, partition: 1, broker: -1)
             var reader = Self.reader(cluster)
             reader.lookupTimeout = .seconds(2)
+            try await body(reader, topic)
+        }
+    }
+
+    static func expectFailed(_ coverage: KafkaHistoryReader.Coverage?, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard case .failed? = coverage else {
+            Issue.record("expected the partition to fail, got \(String(describing: coverage))", sourceLocation: sourceLocation)
+            return
+        }
+    }
+
+    @Test("a partition without a leader is failed, the others are read")
+    func unreachablePartitionFails() async throws {
+        try await Self.withLeaderlessPartition("history-down") { reader, topic in
             var read = 0
             let coverage = await reader.read(topic: topic, partitions: [0, 1], since: Date().addingTimeInterval(-600),
                                              order: .newestFirst, bound: .seconds(30)) { _ in
@@ -99,10 +114,7 @@ struct HistoryReaderTests {
             }
             #expect(coverage[0] == .complete)
             #expect(read == 10)
-            guard case .failed? = coverage[1] else {
-                Issue.record("expected partition 1 to fail, got \(String(describing: coverage[1]))")
-                return
-            }
+            Self.expectFailed(coverage[1])
         }
     }
 
@@ -130,6 +142,57 @@ struct HistoryReaderTests {
                 #expect(coverage == [0: .complete, 1: .complete])
                 #expect(ids.withLock { $0 } == [0, 1, 2, 3, 4, 5])
             }
+        }
+    }
+
+    @Test("several topics are read with one consumer, each partition's coverage keyed by topic")
+    func readsSeveralTopics() async throws {
+        try await withCluster(brokers: 1) { cluster in
+            let requests = try await makeTopic("history-requests", partitions: 2, on: cluster) { topic in
+                Self.records(topic, 0..<20, partition: 0) + Self.records(topic, 20..<30, partition: 1)
+            }
+            let statuses = try await makeTopic("history-statuses", partitions: 1, on: cluster) { Self.records($0, 100..<140, partition: 0) }
+            let partitions = [KafkaTopicPartition(topic: requests, partition: 0), KafkaTopicPartition(topic: requests, partition: 1),
+                              KafkaTopicPartition(topic: statuses, partition: 0)]
+            let events = Locked<[String]>([])
+            var read: [String: [Int]] = [:]
+            let coverage = await Self.reader(cluster).read(
+                partitions: partitions, since: Date().addingTimeInterval(-600), order: .oldestFirst, bound: .seconds(60),
+                located: { failed in
+                    events.withLock { $0.append("located \(failed.count) failed") }
+                    return true
+                }
+            ) { message in
+                events.withLock { $0.append("message") }
+                read[message.topic, default: []].append(message.id ?? -1)
+                return true
+            }
+            #expect(events.withLock { $0.first } == "located 0 failed", "located comes before any message")
+            #expect(coverage == Dictionary(uniqueKeysWithValues: partitions.map { ($0, .complete) }))
+            #expect(read[requests]?.sorted() == Array(0..<30))
+            #expect(read[statuses] == Array(100..<140))
+        }
+    }
+
+    @Test("located can stop a read whose partitions are not all found: nothing is handed over")
+    func locatedStopsTheRead() async throws {
+        try await Self.withLeaderlessPartition("history-located") { reader, topic in
+            var unlocated: [Int32] = []
+            var read = 0
+            let coverage = await reader.read(
+                topic: topic, partitions: [0, 1], since: Date().addingTimeInterval(-600), order: .oldestFirst, follow: true,
+                located: { failed in
+                    unlocated = failed.keys.sorted()
+                    return failed.isEmpty
+                }
+            ) { _ in
+                read += 1
+                return true
+            }
+            #expect(unlocated == [1])
+            #expect(read == 0)
+            #expect(coverage[0] == .partial(reached: nil))
+            Self.expectFailed(coverage[1])
         }
     }
 }

@@ -60,7 +60,7 @@ public final class APNSTokenProvider: Sendable {
     public func token() throws(APNSError) -> Token {
         let now = self.now()
         let result: Result<Token, APNSError> = state.withLock { state in
-            if let current = state.current, Self.age(of: current, at: now) < renewAfter.timeInterval {
+            if let current = state.current, Self.age(of: current, at: now) < renewAfter.inSeconds {
                 return .success(current)
             }
             return Result { () throws(APNSError) -> Token in
@@ -80,7 +80,7 @@ public final class APNSTokenProvider: Sendable {
         return state.withLock { state in
             guard let current = state.current else { return true }
             if current.generation > generation { return true }
-            if state.currentWasForced, Self.age(of: current, at: now) < minimumInterval.timeInterval {
+            if state.currentWasForced, Self.age(of: current, at: now) < minimumInterval.inSeconds {
                 return false
             }
             return (try? Self.renew(&state, key: key, now: now, forced: true)) != nil
@@ -111,12 +111,6 @@ public final class APNSTokenProvider: Sendable {
 }
 
 extension Duration {
-    /// Seconds as a `TimeInterval`.
-    var timeInterval: TimeInterval {
-        let parts = components
-        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
-    }
-
     /// Nanoseconds (saturating), for NIO's `TimeAmount`.
     var nanoseconds: Int64 {
         let parts = components

@@ -1,3 +1,5 @@
+import Locking
+
 /// Configuration of a ``KafkaProducer``.
 ///
 /// Defaults are those callpush needs for "acknowledged means stored": idempotence on
@@ -77,7 +79,6 @@ public struct KafkaProducerConfiguration: Sendable, Hashable, CustomStringConver
 extension Duration {
     /// Whole milliseconds (rounded down, at least 0).
     var milliseconds: Int {
-        let (seconds, attoseconds) = components
-        return max(0, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+        max(0, Int(inWholeMilliseconds))
     }
 }

@@ -94,7 +94,7 @@ extension KafkaConsumer: RDKafkaClientDelegate {
                 done.signal()
             }
         }
-        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        let seconds = timeout.inSeconds
         let finished = done.wait(timeout: .now() + seconds) == .success
         if !finished {
             logger.debug("kafka rebalance handler outlived its bound", metadata: ["kafka.handler": "\(name)"])

@@ -5,6 +5,7 @@ import FoundationNetworking
 #endif
 import Kafka
 import Logging
+import Locking
 
 /// What a deploy run shares between its compose and Kubernetes forms: the deploy files (the
 /// shipped ones or a mutated copy), a scratch directory, loopback addresses, the embedded Kafka
@@ -235,7 +236,7 @@ final class DeployRun: @unchecked Sendable {
             }
         }
         guard failures.isEmpty else { throw DeployRunFailure(failures.joined(separator: "\n")) }
-        note("SIGTERM: every container exited 0 within its grace period (slowest: \(slowest.0), \(slowest.1.components.seconds * 1000 + slowest.1.components.attoseconds / 1_000_000_000_000_000) ms)")
+        note("SIGTERM: every container exited 0 within its grace period (slowest: \(slowest.0), \(slowest.1.inWholeMilliseconds) ms)")
     }
 
     /// The last log lines of every running container (for a failure message).
@@ -270,8 +271,7 @@ final class DeployRun: @unchecked Sendable {
 
     /// Random bytes as hex.
     static func randomHex(_ count: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        Hex.random(bytes: count)
     }
 
     /// Runs a shell command on the host (openssl and coreutils to generate files); fails on a
