@@ -47,22 +47,13 @@ public struct APNSPushSender: VoIPPushSending {
                         guard bytes[index] == UInt8(ascii: "-") else { return false }
                         index += 1
                     }
-                    guard let high = hexValue(bytes[index]), let low = hexValue(bytes[index + 1]) else { return false }
+                    guard let high = Hex.value(of: bytes[index]), let low = Hex.value(of: bytes[index + 1]) else { return false }
                     out[position] = high << 4 | low
                     index += 2
                 }
                 return true
             }
             return parsed ? UUID(uuid: uuid) : nil
-        }
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
         }
     }
 }

@@ -92,8 +92,8 @@ public final class CredentialCircuit: Sendable {
         state.withLock { apps in
             guard var suspension = apps[scope] else { return .allowed }
             if now < suspension.until { return .suspended(until: suspension.until, reason: suspension.reason) }
-            if let started = suspension.probeStarted, now.timeIntervalSince(started) < probeBound.seconds {
-                return .suspended(until: started.addingTimeInterval(probeBound.seconds), reason: suspension.reason)
+            if let started = suspension.probeStarted, now.timeIntervalSince(started) < probeBound.inSeconds {
+                return .suspended(until: started.addingTimeInterval(probeBound.inSeconds), reason: suspension.reason)
             }
             suspension.probeStarted = now
             apps[scope] = suspension
@@ -124,7 +124,7 @@ public final class CredentialCircuit: Sendable {
                     return nil  // already open: a straggler of the same outage does not extend it
                 }
                 let coolDown = apps[app].map { min($0.coolDown * 2, maximumCoolDown) } ?? initialCoolDown
-                let until = now.addingTimeInterval(coolDown.seconds)
+                let until = now.addingTimeInterval(coolDown.inSeconds)
                 apps[app] = Suspension(until: until, coolDown: coolDown, reason: reason, probeStarted: nil)
                 return until
             case .accepted:
@@ -144,7 +144,7 @@ public final class CredentialCircuit: Sendable {
     /// deliveries wait for the probe's answer).
     public func suspended(now: Date) -> Set<CredentialScope> {
         state.withLock { apps in
-            Set(apps.filter { now < $0.value.until || $0.value.probeStarted.map { now.timeIntervalSince($0) < probeBound.seconds } == true }.keys)
+            Set(apps.filter { now < $0.value.until || $0.value.probeStarted.map { now.timeIntervalSince($0) < probeBound.inSeconds } == true }.keys)
         }
     }
 

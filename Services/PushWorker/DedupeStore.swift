@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 /// Identifies one delivery for deduplication: a call, a device, a replay generation.
 public struct DeliveryKey: Sendable, Hashable, CustomStringConvertible {
@@ -71,7 +72,7 @@ public struct DedupeStore: Sendable {
     /// Records `key` as handled until `ringDeadline` (+ retention). Returns false when it already was.
     @discardableResult
     public mutating func insert(_ key: DeliveryKey, ringDeadline: Date) -> Bool {
-        entries.insert(DeliveryDigest(key), until: ringDeadline.addingTimeInterval(retention.seconds))
+        entries.insert(DeliveryDigest(key), until: ringDeadline.addingTimeInterval(retention.inSeconds))
     }
 
     /// Records `key` as handled until `date`: a delivery rebuilt from the status history, whose
@@ -98,12 +99,4 @@ public struct DedupeStore: Sendable {
 
     /// Storage slots held, live or not (memory follows this, about 24–48 bytes a slot).
     var reservedSlots: Int { entries.reservedSlots }
-}
-
-extension Duration {
-    /// The duration in (fractional) seconds.
-    var seconds: Double {
-        let (s, attoseconds) = components
-        return Double(s) + Double(attoseconds) / 1e18
-    }
 }

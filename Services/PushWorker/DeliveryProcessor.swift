@@ -2,6 +2,7 @@ import CallContract
 import CallTracing
 import CallpushCore
 import Foundation
+import Locking
 import Logging
 import Tracing
 
@@ -103,7 +104,7 @@ public struct DeliveryProcessor: Sendable {
         }
         switch request {
         case .cancel(let cancel):
-            cancels.cancel(callId: cancel.scope, forgetAfter: now().addingTimeInterval(settings.cancelMemory.seconds))
+            cancels.cancel(callId: cancel.scope, forgetAfter: now().addingTimeInterval(settings.cancelMemory.inSeconds))
             logger.info("call cancelled", metadata: ["call.id": "\(cancel.callId)"])
             return .cancel(cancel)
         case .ring(let ring):

@@ -62,7 +62,7 @@ struct DeliveryStateMachine {
     private mutating func nextAttempt(now: Date, callCancelled: Bool, taskCancelled: Bool) -> Action {
         if taskCancelled { return .handBack }
         if callCancelled { return finish(.cancelled, at: now) }
-        guard ring.ringDeadline.timeIntervalSince(now) > settings.retry.minimumRemaining.seconds else {
+        guard ring.ringDeadline.timeIntervalSince(now) > settings.retry.minimumRemaining.inSeconds else {
             return finish(.expired, at: now)
         }
         return .admit
@@ -85,7 +85,7 @@ struct DeliveryStateMachine {
         }
         probing = admission == .probe
         status.attempt += 1
-        return .push(deadline: min(ring.ringDeadline, now.addingTimeInterval(settings.attemptTimeout.seconds)))
+        return .push(deadline: min(ring.ringDeadline, now.addingTimeInterval(settings.attemptTimeout.inSeconds)))
     }
 
     /// What the credential circuit should learn from an answer: a refusal, an acceptance, or nothing.

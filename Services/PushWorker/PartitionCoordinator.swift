@@ -140,7 +140,7 @@ public final class PartitionCoordinator: Sendable {
             coverage = await history.rebuild(
                 partitions: partitions, now: Date(),
                 handled: { partition, key, until in stores[partition]?.remember(key, until: until) },
-                cancelled: { _, scope, at in cancels?.cancel(callId: scope, forgetAfter: at.addingTimeInterval(cancelMemory.seconds)) })
+                cancelled: { _, scope, at in cancels?.cancel(callId: scope, forgetAfter: at.addingTimeInterval(cancelMemory.inSeconds)) })
         }
         let (installed, waiters) = state.withLock { state -> ([Int32], [CheckedContinuation<Void, Never>]) in
             var installed: [Int32] = []
@@ -174,13 +174,13 @@ public final class PartitionCoordinator: Sendable {
             case .partial(let reachedBack):
                 // The statuses not read are older than `reachedBack`: they matter while a delivery they
                 // record could be redelivered, i.e. within the dedupe window from now.
-                let until = (reachedBack ?? now).addingTimeInterval(cancelMemory.seconds)
+                let until = (reachedBack ?? now).addingTimeInterval(cancelMemory.inSeconds)
                 health?.setDedupeCoverage(partition: partition, incompleteUntil: until)
                 logger.error("dedupe rebuilt only in part: deliveries handled before the statuses read may be pushed again",
                              metadata: ["kafka.partition": "\(partition)",
                                         "reached_back": "\(reachedBack.map(ContractCoding.format) ?? "-")"])
             case .failed(let reason):
-                health?.setDedupeCoverage(partition: partition, incompleteUntil: now.addingTimeInterval(cancelMemory.seconds))
+                health?.setDedupeCoverage(partition: partition, incompleteUntil: now.addingTimeInterval(cancelMemory.inSeconds))
                 logger.error("dedupe rebuild failed: deliveries handled before may be pushed again",
                              metadata: ["kafka.partition": "\(partition)", "error": "\(reason)"])
             }

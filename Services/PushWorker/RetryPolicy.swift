@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 /// When to try a retryable push again: exponential backoff with full jitter, capped, and never
 /// past the ring deadline (a call that would ring after the caller gave up is harmful).
@@ -37,11 +38,11 @@ public struct RetryPolicy: Sendable, Hashable {
     ) -> Decision {
         guard attempt < maxAttempts else { return .giveUp }
         let exponent = min(attempt - 1, 30)
-        let ceiling = min(cap.seconds, base.seconds * Double(1 << exponent))
+        let ceiling = min(cap.inSeconds, base.inSeconds * Double(1 << exponent))
         let jittered = Double.random(in: 0...max(ceiling, 0), using: &random)
-        let delay = max(jittered, minimumDelay.seconds)
+        let delay = max(jittered, minimumDelay.inSeconds)
         let remaining = ringDeadline.timeIntervalSince(now)
-        guard remaining - delay >= minimumRemaining.seconds else { return .expire }
+        guard remaining - delay >= minimumRemaining.inSeconds else { return .expire }
         return .retry(after: .nanoseconds(Int64(delay * 1e9)))
     }
 

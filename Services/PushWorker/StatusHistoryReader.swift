@@ -1,6 +1,7 @@
 import CallContract
 import Foundation
 import Kafka
+import Locking
 import Logging
 
 /// How much of a status partition's history a dedupe rebuild covered.
@@ -65,7 +66,7 @@ public struct StatusHistoryReader: Sendable {
     ) async -> [Int32: StatusHistoryCoverage] {
         guard !partitions.isEmpty else { return [:] }
         let started = ContinuousClock.now
-        let since = now.addingTimeInterval(-window.seconds)
+        let since = now.addingTimeInterval(-window.inSeconds)
         var configuration = KafkaConsumerConfiguration(kafka: kafka, mode: .manual, closeTimeout: .seconds(5))
         configuration.kafka.clientID = kafka.clientID + "-status-history"
         configuration.maxBufferedMessages = 5_000
@@ -88,7 +89,7 @@ public struct StatusHistoryReader: Sendable {
                 if Self.handledStates.contains(status.state) {
                     remembered += 1
                     handled(message.partition, DeliveryKey(callId: status.callId, deviceKey: deviceKey, replay: status.replay),
-                            status.at.addingTimeInterval(window.seconds))
+                            status.at.addingTimeInterval(window.inSeconds))
                 }
             } else if status.state == .cancelled {
                 remembered += 1
@@ -118,7 +119,7 @@ public struct StatusHistoryReader: Sendable {
         }
         logger.info("dedupe rebuilt from status history", metadata: [
             "kafka.partitions": "\(partitions.sorted())", "statuses.read": "\(read)", "statuses.remembered": "\(remembered)",
-            "duration.ms": "\(Int((ContinuousClock.now - started).seconds * 1000))",
+            "duration.ms": "\(Int((ContinuousClock.now - started).inSeconds * 1000))",
         ])
         return result
     }

@@ -101,12 +101,12 @@ public final class WorkerHealth: Sendable {
         let failing = writesFailingFor(at: clock)
         if failing >= bounds.writeFailureBound {
             ready = false
-            reasons.append("outcome writes to Kafka have failed for \(Int(failing.seconds)) s")
+            reasons.append("outcome writes to Kafka have failed for \(Int(failing.inSeconds)) s")
             if failing >= bounds.unhealthyAfter { live = false }
         }
         if let (partition, age) = oldestUnfinished.max(by: { $0.value < $1.value }), age >= bounds.stallBound {
             ready = false
-            reasons.append("a delivery of partition \(partition) has been unfinished for \(Int(age.seconds)) s")
+            reasons.append("a delivery of partition \(partition) has been unfinished for \(Int(age.inSeconds)) s")
             if age >= bounds.unhealthyAfter { live = false }
         }
         let incomplete = state.withLock { $0.incompleteDedupe.filter { $0.value > now } }

@@ -116,7 +116,7 @@ public final class WorkerMetrics: Sendable {
                              labels: [("result", result)]).increment()
     }
 
-    func setWritesFailing(_ duration: Duration) { writesFailing.set(to: duration.seconds) }
+    func setWritesFailing(_ duration: Duration) { writesFailing.set(to: duration.inSeconds) }
 
     /// Bounded memories: the counters follow the totals the stores keep.
     func setMemory(dedupeEvictions dedupeTotal: Int, cancelsRemembered remembered: Int, cancelEvictions cancelTotal: Int) {
@@ -142,7 +142,7 @@ public final class WorkerMetrics: Sendable {
                     descriptor: Self.name("oldest_unfinished_delivery_age", "seconds", "Age of the oldest unfinished delivery, by request partition."),
                     labels: [("partition", String(partition))])
                 gauges[partition] = gauge
-                gauge.set(to: ages[partition]?.seconds ?? 0)
+                gauge.set(to: ages[partition]?.inSeconds ?? 0)
             }
             return Array(gone.values)
         }

@@ -208,7 +208,10 @@ struct FCMClientIntegrationTests {
         try await FCMTestFixture.withClient(faults: .init(latency: FCMLatency(minimumMilliseconds: 3000, maximumMilliseconds: 3000))) { _, client in
             // The access token first, with time to spare: on a loaded machine its fetch alone can take
             // longer than the 500 ms below (that case is `token-unavailable`, tested above).
-            let warmUp = await client.send(FCMTestFixture.message())
+            // Its own request timeout covers the simulator's 3 s latency with room for a slow handshake.
+            var first = FCMTestFixture.message()
+            first.timeout = .seconds(20)
+            let warmUp = await client.send(first)
             #expect(warmUp.isSent, "\(warmUp)")
             var message = FCMTestFixture.message()
             message.timeout = .milliseconds(500)

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import CallpushTestSupport
 import Testing
 @testable import PushWorker
@@ -122,7 +123,7 @@ import Testing
                 guard case .retry(let after) = policy.decide(afterAttempt: attempt, now: now, ringDeadline: now.addingTimeInterval(3600), using: &random) else {
                     Issue.record("expected a retry"); return
                 }
-                delays.append(after.seconds)
+                delays.append(after.inSeconds)
             }
             #expect(delays.allSatisfy { $0 >= 0 && $0 <= ceiling + 1e-9 })
             #expect(Set(delays).count > 100, "full jitter spreads retries")
@@ -136,7 +137,7 @@ import Testing
             let deadline = now.addingTimeInterval(1)
             switch policy.decide(afterAttempt: 3, now: now, ringDeadline: deadline, using: &random) {
             case .retry(let after):
-                #expect(now.addingTimeInterval(after.seconds) < deadline)
+                #expect(now.addingTimeInterval(after.inSeconds) < deadline)
             case .expire:
                 break
             case .giveUp:

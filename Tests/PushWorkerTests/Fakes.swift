@@ -145,11 +145,7 @@ extension PushAttempt {
 }
 
 /// A clock the test moves by hand.
-final class ManualClock: Sendable {
-    private let current = Locked(Date())
-    func now() -> Date { current.withLock { $0 } }
-    func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
-}
+typealias ManualClock = SettableClock
 
 extension PushAttempt {
     static let ok = PushAttempt(disposition: .sent, status: 200, apnsID: "id")
