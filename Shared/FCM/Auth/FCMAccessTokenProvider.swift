@@ -107,6 +107,9 @@ final class FCMAccessTokenProvider: Sendable {
 
     private func fetch() async {
         state.withLock { $0.tokenRequests += 1 }
+        // The token's lifetime counts from before the request: the server cannot have issued it earlier, so
+        // the time the exchange took comes off the margin to its expiry instead of being added past it.
+        let requested = ContinuousClock.now
         let result: Result<FCMTokenGrant, FCMError>
         do {
             let assertion = try FCMAssertion.make(account: account, issuedAt: wallClock())
@@ -120,7 +123,7 @@ final class FCMAccessTokenProvider: Sendable {
         case .success(let grant):
             let (token, waiters) = state.withLock { state in
                 state.fetchTask = nil
-                return state.machine.fetchSucceeded(authorization: "Bearer " + grant.accessToken, lifetime: grant.lifetime, now: .now)
+                return state.machine.fetchSucceeded(authorization: "Bearer " + grant.accessToken, lifetime: grant.lifetime, now: requested)
             }
             logger.info(
                 "FCM access token obtained",
