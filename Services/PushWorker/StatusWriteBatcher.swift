@@ -8,7 +8,7 @@ import Locking
 /// batch, and one wake-up from the producer's poll thread, per batch instead of per status. The
 /// first writer that finds no batch gathering starts one task, which yields twice and then takes
 /// what has gathered (the writers that were ready to run before it): nothing waits on a timer, and
-/// a lone status goes out at once. A batch holds at most one record per delivery in flight, so it is
+/// a lone status goes out after two turns of the executor. A batch holds at most one record per delivery in flight, so it is
 /// bounded by `maxInFlight`; batches overlap in flight.
 final class StatusWriteBatcher: Sendable {
     /// Sends records and returns one result per record, in order.
