@@ -89,7 +89,8 @@ let package = Package(
         // MARK: Libraries
         // Small shared primitives: a pthread-backed lock (ThreadSanitizer sees it; see
         // Shared/Locking/Locked.swift), a memo, a one-shot value to wait for, random UUIDs without
-        // `/dev/urandom`, hex digits and encoding, `Duration` in seconds and milliseconds.
+        // `/dev/urandom`, hex digits and encoding, `Duration` in seconds and milliseconds, exponential
+        // backoff with jitter.
         .target(name: "Locking", path: "Shared/Locking"),
         // The APNs model shared by the contract, the client and the simulator (APNSwift's APNSCore).
         .target(name: "APNsCore", path: "Shared/APNsCore"),

@@ -1,7 +1,7 @@
 import Foundation
 import Locking
 
-/// When to try a retryable push again: exponential backoff with full jitter, capped, and never
+/// When to try a retryable push again: exponential backoff with full jitter, capped (``Backoff``), and never
 /// past the ring deadline (a call that would ring after the caller gave up is harmful).
 public struct RetryPolicy: Sendable, Hashable {
     /// First backoff ceiling.
@@ -37,13 +37,10 @@ public struct RetryPolicy: Sendable, Hashable {
         minimumDelay: Duration = .zero, using random: inout R
     ) -> Decision {
         guard attempt < maxAttempts else { return .giveUp }
-        let exponent = min(attempt - 1, 30)
-        let ceiling = min(cap.inSeconds, base.inSeconds * Double(1 << exponent))
-        let jittered = Double.random(in: 0...max(ceiling, 0), using: &random)
-        let delay = max(jittered, minimumDelay.inSeconds)
+        let delay = max(Backoff(base: base, cap: cap).delay(afterFailures: attempt, using: &random), minimumDelay)
         let remaining = ringDeadline.timeIntervalSince(now)
-        guard remaining - delay >= minimumRemaining.inSeconds else { return .expire }
-        return .retry(after: .nanoseconds(Int64(delay * 1e9)))
+        guard remaining - delay.inSeconds >= minimumRemaining.inSeconds else { return .expire }
+        return .retry(after: delay)
     }
 
     /// `decide` with the system random number generator.

@@ -17,6 +17,7 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
     private let tlsContext: NIOSSLContext
     private let group: any EventLoopGroup
     private let configuration: APNSClientConfiguration
+    private let reconnectBackoff: Backoff
     private let logger: Logger
     private let state: Locked<StateMachine>
     private let waiterIDs = Atomic<Int>(0)
@@ -30,6 +31,7 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         self.tlsContext = tlsContext
         self.group = group
         self.configuration = configuration
+        self.reconnectBackoff = Backoff(base: configuration.reconnectInitialBackoff, cap: configuration.reconnectMaximumBackoff)
         var logger = logger
         logger[metadataKey: "apns.pool"] = "\(name)"
         logger[metadataKey: "apns.endpoint"] = "\(endpoint)"
@@ -222,12 +224,8 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
         }
     }
 
-    /// Exponential backoff with full jitter, capped.
+    /// The wait before reconnecting after `failures` consecutive failed connections.
     private func backoffDelay(failures: Int) -> TimeAmount {
-        let initial = configuration.reconnectInitialBackoff.nanoseconds
-        let cap = configuration.reconnectMaximumBackoff.nanoseconds
-        let exponent = min(failures - 1, 30)
-        let ceiling = min(cap, initial.multipliedReportingOverflow(by: 1 << exponent).overflow ? cap : initial << exponent)
-        return .nanoseconds(Int64.random(in: 0...max(ceiling, 1)))
+        TimeAmount(reconnectBackoff.delay(afterFailures: failures))
     }
 }

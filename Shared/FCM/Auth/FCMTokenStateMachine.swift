@@ -1,3 +1,5 @@
+import Locking
+
 /// An OAuth2 access token of one service account.
 struct FCMAccessToken: Sendable, Hashable {
     /// `Bearer <token>`, ready for the authorization header. Never logged.
@@ -150,8 +152,8 @@ struct FCMAccessTokenPolicy: Sendable {
         lifetime - min(.seconds(10), lifetime / 10)
     }
 
+    /// The initial backoff doubling per consecutive failure up to the maximum (no jitter: one client's own renewals).
     func failureBackoff(consecutiveFailures: Int) -> Duration {
-        let exponent = min(max(consecutiveFailures - 1, 0), 16)
-        return min(initialFailureBackoff * (1 << exponent), maximumFailureBackoff)
+        Backoff(base: initialFailureBackoff, cap: maximumFailureBackoff).ceiling(afterFailures: consecutiveFailures)
     }
 }
