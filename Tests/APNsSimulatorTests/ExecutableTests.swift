@@ -30,24 +30,23 @@ struct ExecutableTests {
 
     @Test("prints a ready line, writes the CA, serves HTTP/2 and exits 0 on SIGTERM")
     func runsAndStops() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sim-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let caPath = directory.appendingPathComponent("ca.pem").path
+        try await withTemporaryDirectory("sim") { directory in
+            let caPath = directory.appendingPathComponent("ca.pem").path
 
-        let process = try await ServerProcess(try Self.binary(), ["--port", "0", "--admin-port", "0", "--write-ca", caPath, "--log-level", "warning"])
-        let readyLine = await process.stdoutLine(containing: "apns-simulator ready", within: .seconds(20))
-        let ready = try #require(readyLine, "the ready line; stderr:\n\(process.stderrTail())")
-        let prefix = try #require(ready.range(of: "https://127.0.0.1:"))
-        let port = try #require(Int(ready[prefix.upperBound...].prefix { $0.isNumber }))
-        let ca = try String(contentsOfFile: caPath, encoding: .utf8)
-        let client = try await H2TestClient.connect(port: port, caPEM: ca)
-        let response = try await client.send(method: "GET", path: "/3/device/x", headers: [], body: nil)
-        #expect(response.status == 405)
-        await client.close()
+            let process = try await ServerProcess(try Self.binary(), ["--port", "0", "--admin-port", "0", "--write-ca", caPath, "--log-level", "warning"])
+            let readyLine = await process.stdoutLine(containing: "apns-simulator ready", within: .seconds(20))
+            let ready = try #require(readyLine, "the ready line; stderr:\n\(process.stderrTail())")
+            let prefix = try #require(ready.range(of: "https://127.0.0.1:"))
+            let port = try #require(Int(ready[prefix.upperBound...].prefix { $0.isNumber }))
+            let ca = try String(contentsOfFile: caPath, encoding: .utf8)
+            let client = try await H2TestClient.connect(port: port, caPEM: ca)
+            let response = try await client.send(method: "GET", path: "/3/device/x", headers: [], body: nil)
+            #expect(response.status == 405)
+            await client.close()
 
-        process.signal(SIGTERM)
-        #expect(await process.exitStatus(within: .seconds(20)) == 0)
+            process.signal(SIGTERM)
+            #expect(await process.exitStatus(within: .seconds(20)) == 0)
+        }
     }
 }
 

@@ -109,15 +109,14 @@ import DispatchService
         let first = try #require(lines.firstIndex { $0.contains("> dispatch-api-key") })
         let last = try #require(lines.firstIndex { $0.contains("> dispatch-api-keys.json") })
         let script = lines[first...last].joined(separator: "\n").replacingOccurrences(of: "$$", with: "$")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("compose-keys-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let sh = try #require(ChildProcess.findExecutable("sh"))
-        let run = try await ChildProcess.run(sh, ["-c", "cd '\(directory.path)' && " + script], timeout: .seconds(20))
-        #expect(run.status == 0, "\(run.stderr)")
-        let key = try String(contentsOf: directory.appendingPathComponent("dispatch-api-key"), encoding: .utf8)
-        let keys = try APIKeysFile.parse(Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), knownApps: ["demo"]).keys
-        #expect(APIKeyAuthenticator(keys: keys).authenticate(key) != nil, "the CLI's key authenticates against the hash dispatch stores")
-        #expect(!String(decoding: try Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), as: UTF8.self).contains(key))
+        try await withTemporaryDirectory("compose-keys") { directory in
+            let sh = try #require(ChildProcess.findExecutable("sh"))
+            let run = try await ChildProcess.run(sh, ["-c", "cd '\(directory.path)' && " + script], timeout: .seconds(20))
+            #expect(run.status == 0, "\(run.stderr)")
+            let key = try String(contentsOf: directory.appendingPathComponent("dispatch-api-key"), encoding: .utf8)
+            let keys = try APIKeysFile.parse(Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), knownApps: ["demo"]).keys
+            #expect(APIKeyAuthenticator(keys: keys).authenticate(key) != nil, "the CLI's key authenticates against the hash dispatch stores")
+            #expect(!String(decoding: try Data(contentsOf: directory.appendingPathComponent("dispatch-api-keys.json")), as: UTF8.self).contains(key))
+        }
     }
 }

@@ -109,41 +109,40 @@ import Testing
             Issue.record("curl is not installed (scripts/install-deps installs it)")
             return
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dev-child-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let statePath = directory.appendingPathComponent("state.json").path
-        let process = try await ServerProcess("callpush", ["dev", "--port", "0", "--partitions", "2", "--state-file", statePath, "--log-level", "error"])
-        _ = await process.wait(upTo: .seconds(90)) { FileManager.default.fileExists(atPath: statePath) }
-        let data = try #require(FileManager.default.contents(atPath: statePath), "dev wrote its state file once ready; stderr:\n\(process.stderrTail())")
-        let state = try JSONDecoder().decode(DevState.self, from: data)
-        func mode(_ path: String) throws -> Int? { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue }
-        #expect(try mode(statePath) == 0o600, "the state file holds the API key: only its owner may read it")
-        #expect(try mode(URL(fileURLWithPath: state.caPath).deletingLastPathComponent().path) == 0o700,
-                "the CA the user may trust lives in a private directory (mkdtemp)")
-        let banner = process.stdout
-        #expect(banner.contains(state.apiKey) && banner.contains("curl -s -X POST \(state.dispatchURL)/v1/calls"), "the banner prints the key and a curl ring")
+        try await withTemporaryDirectory("dev-child") { directory in
+            let statePath = directory.appendingPathComponent("state.json").path
+            let process = try await ServerProcess("callpush", ["dev", "--port", "0", "--partitions", "2", "--state-file", statePath, "--log-level", "error"])
+            _ = await process.wait(upTo: .seconds(90)) { FileManager.default.fileExists(atPath: statePath) }
+            let data = try #require(FileManager.default.contents(atPath: statePath), "dev wrote its state file once ready; stderr:\n\(process.stderrTail())")
+            let state = try JSONDecoder().decode(DevState.self, from: data)
+            func mode(_ path: String) throws -> Int? { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue }
+            #expect(try mode(statePath) == 0o600, "the state file holds the API key: only its owner may read it")
+            #expect(try mode(URL(fileURLWithPath: state.caPath).deletingLastPathComponent().path) == 0o700,
+                    "the CA the user may trust lives in a private directory (mkdtemp)")
+            let banner = process.stdout
+            #expect(banner.contains(state.apiKey) && banner.contains("curl -s -X POST \(state.dispatchURL)/v1/calls"), "the banner prints the key and a curl ring")
 
-        let token = String(repeating: "7a", count: 32)
-        let ring = try await ChildProcess.run(curl, ["-s", "-X", "POST", "\(state.dispatchURL)/v1/calls",
-                                                     "-H", "Authorization: Bearer \(state.apiKey)", "-H", "Content-Type: application/json",
-                                                     "-d", #"{"app":"\#(state.app)","devices":[{"token":"\#(token)","environment":"sandbox"}],"caller":{"handle":"driver-1","displayName":"Driver Tanaka"}}"#],
-                                              timeout: .seconds(20))
-        #expect(ring.stdout.contains("\"callId\""), "202 with the call: \(ring.stdout)")
-        let admin = try #require(state.simulatorAdminURL)
-        var received = false
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !received && ContinuousClock.now < deadline {
-            let pushes = try await ChildProcess.run(curl, ["-s", "\(admin)/admin/pushes"], timeout: .seconds(10))
-            received = pushes.stdout.contains(token)
-            if !received { try await Task.sleep(for: .milliseconds(200)) }
+            let token = String(repeating: "7a", count: 32)
+            let ring = try await ChildProcess.run(curl, ["-s", "-X", "POST", "\(state.dispatchURL)/v1/calls",
+                                                         "-H", "Authorization: Bearer \(state.apiKey)", "-H", "Content-Type: application/json",
+                                                         "-d", #"{"app":"\#(state.app)","devices":[{"token":"\#(token)","environment":"sandbox"}],"caller":{"handle":"driver-1","displayName":"Driver Tanaka"}}"#],
+                                                  timeout: .seconds(20))
+            #expect(ring.stdout.contains("\"callId\""), "202 with the call: \(ring.stdout)")
+            let admin = try #require(state.simulatorAdminURL)
+            var received = false
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !received && ContinuousClock.now < deadline {
+                let pushes = try await ChildProcess.run(curl, ["-s", "\(admin)/admin/pushes"], timeout: .seconds(10))
+                received = pushes.stdout.contains(token)
+                if !received { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(received, "the simulated phone received the push")
+
+            process.signal(SIGTERM)
+            let status = await process.exitStatus(within: .seconds(30))
+            #expect(status == 0, "Ctrl-C / SIGTERM stops everything cleanly")
+            #expect(process.stdout.contains("callpush dev: stopped"))
         }
-        #expect(received, "the simulated phone received the push")
-
-        process.signal(SIGTERM)
-        let status = await process.exitStatus(within: .seconds(30))
-        #expect(status == 0, "Ctrl-C / SIGTERM stops everything cleanly")
-        #expect(process.stdout.contains("callpush dev: stopped"))
     }
 
     func firstStatus(kafka: KafkaConfiguration, partitions: Int32, seconds: Double) async throws -> CallStatus? {

@@ -39,35 +39,34 @@ public enum ChildProcess {
     /// Runs `executable` to its end (killed after `timeout`), `workingDirectory` nil for the test's own.
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
                            workingDirectory: String? = nil, timeout: Duration = .seconds(60)) async throws -> Output {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-child-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let outURL = directory.appendingPathComponent("stdout")
-        let errURL = directory.appendingPathComponent("stderr")
-        let child = try await SpawnedProcess.start(executable, arguments, environment: environment.map(withSanitizerSettings),
-                                                   workingDirectory: workingDirectory, stdout: outURL.path, stderr: errURL.path)
-        let exit = child.exit
-        let killed = KilledFlag()
-        let status: Int32 = await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { for await code in exit { return code }; return nil }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                guard !Task.isCancelled, child.isRunning else { return nil }
-                killed.set()
-                child.signal(SIGKILL)
-                return nil
-            }
-            var status: Int32 = -1
-            for await result in group {
-                if let result {
-                    status = result
-                    group.cancelAll()
+        return try await withTemporaryDirectory("cli-child") { directory in
+            let outURL = directory.appendingPathComponent("stdout")
+            let errURL = directory.appendingPathComponent("stderr")
+            let child = try await SpawnedProcess.start(executable, arguments, environment: environment.map(withSanitizerSettings),
+                                                       workingDirectory: workingDirectory, stdout: outURL.path, stderr: errURL.path)
+            let exit = child.exit
+            let killed = KilledFlag()
+            let status: Int32 = await withTaskGroup(of: Int32?.self) { group in
+                group.addTask { for await code in exit { return code }; return nil }
+                group.addTask {
+                    try? await Task.sleep(for: timeout)
+                    guard !Task.isCancelled, child.isRunning else { return nil }
+                    killed.set()
+                    child.signal(SIGKILL)
+                    return nil
                 }
+                var status: Int32 = -1
+                for await result in group {
+                    if let result {
+                        status = result
+                        group.cancelAll()
+                    }
+                }
+                return status
             }
-            return status
+            return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
+                          stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "", timedOut: killed.wasKilled)
         }
-        return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
-                      stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "", timedOut: killed.wasKilled)
     }
 
     /// The path of the product `name` built next to the tests.
