@@ -1,4 +1,5 @@
 import APNsSimulator
+import CallpushTestSupport
 import Crypto
 import Foundation
 import Logging

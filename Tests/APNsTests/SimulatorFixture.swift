@@ -1,4 +1,5 @@
 import APNsSimulator
+import CallpushTestSupport
 import Crypto
 import Foundation
 import Logging
@@ -74,32 +75,6 @@ struct SimulatorFixture: Sendable {
             app: "rider", deviceToken: Self.deviceToken(token), environment: environment,
             payload: Array(payload.utf8), timeout: timeout)
     }
-}
-
-struct TestTimeout: Error, CustomStringConvertible {
-    var description: String { "test body exceeded its time limit (something hung)" }
-}
-
-/// Runs `body`, failing with ``TestTimeout`` if it takes longer than `seconds`.
-func withTimeout<T: Sendable>(seconds: Double, _ body: () async throws -> T) async throws -> T {
-    try await withoutActuallyEscaping(body) { body in
-        let box = UnsafeSendableBox(body)
-        return try await withThrowingTaskGroup(of: T.self) { group in
-            group.addTask { try await box.value() }
-            group.addTask {
-                try await Task.sleep(for: .seconds(seconds))
-                throw TestTimeout()
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
-    }
-}
-
-/// Lets a non-escaping closure cross into the task group above; safe because the group is awaited before return.
-struct UnsafeSendableBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }
 
 /// Waits for `condition` to hold, checking every 5 ms, failing after `seconds`.

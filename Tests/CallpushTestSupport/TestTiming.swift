@@ -18,3 +18,40 @@ public enum TestTiming {
     public static func scaled(_ duration: Duration) -> Duration { duration * scale }
     public static func scaled(seconds: Double) -> Double { seconds * scale }
 }
+
+/// A test's wait outlived its bound: something hung.
+public struct TestTimeout: Error, CustomStringConvertible {
+    /// What was waited for.
+    public var what: String
+
+    public init(what: String = "the test body") {
+        self.what = what
+    }
+
+    public var description: String { "timed out: \(what) (something hung)" }
+}
+
+/// Runs `body`, failing with ``TestTimeout`` naming `what` when it takes longer than `seconds`
+/// (scaled by ``TestTiming/scale``); the body is cancelled then.
+public func withTimeout<T: Sendable>(_ what: String = "the test body", seconds: Double,
+                                     _ body: () async throws -> T) async throws -> T {
+    try await withoutActuallyEscaping(body) { body in
+        // The group is awaited before this returns, so the non-escaping body never outlives the call.
+        let box = UnsafeSendableBox(body)
+        return try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await box.value() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(TestTiming.scaled(seconds: seconds)))
+                throw TestTimeout(what: what)
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw TestTimeout(what: what) }
+            return first
+        }
+    }
+}
+
+private struct UnsafeSendableBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

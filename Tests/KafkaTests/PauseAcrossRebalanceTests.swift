@@ -1,3 +1,4 @@
+import CallpushTestSupport
 import Locking
 import Testing
 

@@ -1,4 +1,5 @@
 import CRdKafka
+import CallpushTestSupport
 import Foundation
 import Locking
 import Testing

@@ -1,4 +1,5 @@
 import CRdKafka
+import CallpushTestSupport
 import Testing
 
 @testable import Kafka

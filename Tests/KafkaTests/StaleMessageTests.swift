@@ -1,3 +1,4 @@
+import CallpushTestSupport
 import Foundation
 import Locking
 import Testing

@@ -63,29 +63,6 @@ enum TestSupport {
     }
 }
 
-struct TestTimeout: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "timed out: \(what)" }
-}
-
-/// Runs `body`, failing with `TestTimeout` after `seconds` (the body is cancelled).
-func withTimeout<T: Sendable>(
-    _ what: String,
-    seconds: Double,
-    _ body: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(TestTiming.scaled(seconds: seconds)))
-            throw TestTimeout(what: what)
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next() else { throw TestTimeout(what: what) }
-        return first
-    }
-}
-
 /// Starts an embedded cluster, runs `body`, and always shuts the cluster down.
 func withCluster<T: Sendable>(
     brokers: Int = 3,
