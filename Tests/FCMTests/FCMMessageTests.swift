@@ -27,13 +27,9 @@ struct FCMMessageTests {
         try message.validate()
         message.data = ["kk": String(repeating: "x", count: 4095)]
         #expect(message.dataSize == 4097)
-        do {
-            try message.validate()
-            Issue.record("4097 bytes were accepted")
-        } catch {
-            #expect(error.code == .dataTooLarge)
-            #expect(error.disposition == .requestInvalid)
-        }
+        let error = #expect(throws: FCMError.self, "4097 bytes were accepted") { try message.validate() }
+        #expect(error?.code == .dataTooLarge)
+        #expect(error?.disposition == .requestInvalid)
         // Multi-byte characters count as their UTF-8 bytes.
         message.data = ["k": String(repeating: "é", count: 2048)]
         #expect(message.dataSize == 4097)
@@ -43,13 +39,9 @@ struct FCMMessageTests {
           arguments: [("from", FCMError.Code.invalidData), ("message_type", .invalidData), ("google.x", .invalidData), ("gcm.n", .invalidData)])
     func reservedKeys(_ key: String, _ code: FCMError.Code) {
         let message = FCMTestFixture.message(data: [key: "v"])
-        do {
-            try message.validate()
-            Issue.record("data key \(key) was accepted")
-        } catch {
-            #expect(error.code == code)
-            #expect(error.disposition == .requestInvalid)
-        }
+        let error = #expect(throws: FCMError.self, "data key \(key) was accepted") { try message.validate() }
+        #expect(error?.code == code)
+        #expect(error?.disposition == .requestInvalid)
     }
 
     @Test("registration tokens: FCM's alphabet only")
@@ -60,26 +52,18 @@ struct FCMMessageTests {
         #expect(!FCMRegistrationToken.isValid("a/b"))
         #expect(!FCMRegistrationToken.isValid(String(repeating: "a", count: 4097)))
         let message = FCMTestFixture.message(token: "bad token")
-        do {
-            try message.validate()
-            Issue.record("a bad token was accepted")
-        } catch {
-            #expect(error.code == .invalidRegistrationToken)
-            #expect(error.disposition == .tokenDead)
-            #expect(!error.message.contains("bad token"))
-        }
+        let error = #expect(throws: FCMError.self, "a bad token was accepted") { try message.validate() }
+        #expect(error?.code == .invalidRegistrationToken)
+        #expect(error?.disposition == .tokenDead)
+        #expect(error?.message.contains("bad token") == false)
     }
 
     @Test("a passed deadline is refused with deadline-passed: nothing is sent, the caller's loop ends it")
     func deadlinePassed() {
         let message = FCMTestFixture.message(seconds: -2)
-        do {
-            try message.validate()
-            Issue.record("a passed deadline was accepted")
-        } catch {
-            #expect(error.code == .deadlinePassed)
-            #expect(error.wasNotSent)
-            #expect(!error.isRetryable)
-        }
+        let error = #expect(throws: FCMError.self, "a passed deadline was accepted") { try message.validate() }
+        #expect(error?.code == .deadlinePassed)
+        #expect(error?.wasNotSent == true)
+        #expect(error?.isRetryable == false)
     }
 }
