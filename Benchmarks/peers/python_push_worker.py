@@ -4,7 +4,7 @@
 confluent-kafka (librdkafka, like callpush) consumes `voip.call-requests`; each ring is decoded
 (an undecodable event gets a `rejected` status), its deadline checked, deduplicated by (callId,
 device token, replay), pushed with the UNMODIFIED
-aioapns client (pointed at the APNs simulator the way Tests/APNsSimulatorTests/aioapns does), and
+aioapns client (pointed at the APNs simulator by Tests/APNsSimulatorTests/aioapns/simulator_client.py), and
 a status is produced to the same partition number of the status topic. Offsets are committed
 after the batch's statuses were acknowledged (at-least-once, as callpush does).
 
@@ -15,15 +15,18 @@ import argparse
 import asyncio
 import json
 import socket
-import ssl
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
+
+# The aioapns set-up of the simulator interop test (Tests/APNsSimulatorTests/aioapns/simulator_client.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "Tests" / "APNsSimulatorTests" / "aioapns"))
 
 try:
     from confluent_kafka import Consumer, Producer
-    from aioapns import APNs, NotificationRequest, PushType
-    from aioapns import connection as aioapns_connection
+    from aioapns import NotificationRequest, PushType
+    from simulator_client import simulator_client
 except ImportError as error:
     print(f"missing library: {error} (pip install confluent-kafka aioapns)", file=sys.stderr)
     sys.exit(2)
@@ -57,15 +60,8 @@ def now_text():
 
 
 async def main(args):
-    for protocol in (aioapns_connection.APNsDevelopmentClientProtocol, aioapns_connection.APNsProductionClientProtocol):
-        protocol.APNS_SERVER = args.host
-        protocol.APNS_PORT = args.port
-    context = ssl.create_default_context(cafile=args.ca)
-    context.set_alpn_protocols(["h2"])
-    with open(args.key) as handle:
-        key = handle.read()
-    apns = APNs(key=key, key_id=args.key_id, team_id=args.team_id, topic=args.bundle + ".voip",
-                use_sandbox=True, ssl_context=context, max_connections=args.connections)
+    apns = simulator_client(args.host, args.port, args.ca, args.key, args.key_id, args.team_id, args.bundle + ".voip",
+                            args.connections)
 
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})

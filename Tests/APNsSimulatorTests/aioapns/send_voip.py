@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Send VoIP pushes to the callpush APNs simulator with the UNMODIFIED aioapns library.
 
-aioapns has no host/port option, so this script points its protocol classes at the simulator
-(class attributes APNS_SERVER / APNS_PORT) and trusts the simulator's CA through an SSL context.
-The library code itself is not changed.
+simulator_client.py points the library at the simulator (aioapns has no host/port option); the
+library code itself is not changed.
 
 Prints one JSON line: {"sent": N, "ok": K, "statuses": {...}, "seconds": T, "per_second": R, "ids": [...]}.
 Exit status 0 when every push got 200, 1 otherwise, 2 when aioapns is missing.
@@ -11,14 +10,13 @@ Exit status 0 when every push got 200, 1 otherwise, 2 when aioapns is missing.
 import argparse
 import asyncio
 import json
-import ssl
 import sys
 import time
 import uuid
 
 try:
-    from aioapns import APNs, NotificationRequest, PushType
-    from aioapns import connection as aioapns_connection
+    from aioapns import NotificationRequest, PushType
+    from simulator_client import simulator_client
 except ImportError as error:  # CI provisions aioapns; say so clearly instead of a traceback.
     print(f"aioapns is not installed: {error} (pip install aioapns)", file=sys.stderr)
     sys.exit(2)
@@ -43,24 +41,8 @@ def parse_args():
 
 
 async def main(args):
-    for protocol in (aioapns_connection.APNsDevelopmentClientProtocol, aioapns_connection.APNsProductionClientProtocol):
-        protocol.APNS_SERVER = args.host
-        protocol.APNS_PORT = args.port
-
-    context = ssl.create_default_context(cafile=args.ca)
-    context.set_alpn_protocols(["h2"])
-    with open(args.key) as handle:
-        key = handle.read()
-
-    client = APNs(
-        key=key,
-        key_id=args.key_id,
-        team_id=args.team_id,
-        topic=args.topic,
-        use_sandbox=True,
-        ssl_context=context,
-        max_connections=args.connections,
-    )
+    client = simulator_client(args.host, args.port, args.ca, args.key, args.key_id, args.team_id, args.topic,
+                              args.connections)
     call_id = args.call_id or str(uuid.uuid4())
     semaphore = asyncio.Semaphore(args.concurrency)
     statuses = {}
