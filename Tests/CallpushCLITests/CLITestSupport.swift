@@ -1,5 +1,6 @@
 import ArgumentParser
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Logging
@@ -8,11 +9,7 @@ import Testing
 
 /// Shared helpers for the CLI tests: a cluster with unique topics, records, bounded reads.
 struct CLITestbed {
-    static let logger: Logger = {
-        var logger = Logger(label: "cli-tests")
-        logger.logLevel = ProcessInfo.processInfo.environment["CLI_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
-        return logger
-    }()
+    static let logger: Logger = .quietTestLogger(label: "cli-tests", levelFrom: "CLI_TEST_LOG", default: .critical)
 
     let cluster: EmbeddedKafkaCluster
     let topics: TopicNames

@@ -1,5 +1,6 @@
 import CallContract
 import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Hummingbird
 import Kafka
@@ -15,11 +16,7 @@ let testKey = "cpk_test-key-0123456789"
 let testAuth = ["Authorization": "Bearer \(testKey)", "Content-Type": "application/json"]
 
 /// Quiet unless DISPATCH_TEST_LOG names a level.
-let quietLogger: Logger = {
-    var logger = Logger(label: "dispatch-tests")
-    logger.logLevel = ProcessInfo.processInfo.environment["DISPATCH_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
-    return logger
-}()
+let quietLogger: Logger = .quietTestLogger(label: "dispatch-tests", levelFrom: "DISPATCH_TEST_LOG")
 
 func hexToken(_ seed: Int, digits: Int = 64) -> String {
     let base = String(seed, radix: 16)

@@ -11,11 +11,7 @@ enum TestSupport {
     /// Each suite's time limit: 2 minutes, stretched under sanitizers like every bound (TestTiming).
     static let suiteTimeLimit: TimeLimitTrait.Duration = .minutes(2 * Int(TestTiming.scale.rounded(.up)))
 
-    static let logger: Logger = {
-        var logger = Logger(label: "kafka-tests")
-        logger.logLevel = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
-        return logger
-    }()
+    static let logger: Logger = .quietTestLogger(label: "kafka-tests", levelFrom: "KAFKA_TEST_LOG")
 
     static func unique(_ prefix: String) -> String {
         "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"

@@ -101,11 +101,7 @@ final class WorkerTestbed: Sendable {
     let logger = WorkerTestbed.quietLogger
 
     /// Errors only, unless WORKER_TEST_LOG names a level.
-    static let quietLogger: Logger = {
-        var logger = Logger(label: "worker-tests")
-        logger.logLevel = ProcessInfo.processInfo.environment["WORKER_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .error
-        return logger
-    }()
+    static let quietLogger: Logger = .quietTestLogger(label: "worker-tests", levelFrom: "WORKER_TEST_LOG")
     private let collector: KafkaConsumer
     private let collecting: Task<Void, Never>
 
