@@ -87,7 +87,7 @@ extension APNSIntegration {
                     let outcomes = try await withThrowingTaskGroup(of: APNSOutcome.self) { pushes in
                         for n in 0..<20 { pushes.addTask { await fixture.client.send(fixture.push(token: n)) } }
                         // Shut down while all 20 are on the wire (recorded on arrival, answered 400 ms later).
-                        try await eventually { fixture.simulator.pushes().count >= 20 }
+                        try #require(try await eventually { fixture.simulator.pushes().count >= 20 }, "all 20 on the wire")
                         await group.triggerGracefulShutdown()
                         return try await pushes.reduce(into: [APNSOutcome]()) { $0.append($1) }
                     }

@@ -76,12 +76,3 @@ struct SimulatorFixture: Sendable {
             payload: Array(payload.utf8), timeout: timeout)
     }
 }
-
-/// Waits for `condition` to hold, checking every 5 ms, failing after `seconds`.
-func eventually(seconds: Double = 10, _ condition: () -> Bool) async throws {
-    let end = ContinuousClock.now + .seconds(seconds)
-    while !condition() {
-        if ContinuousClock.now > end { throw TestTimeout() }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-}

@@ -55,3 +55,16 @@ private struct UnsafeSendableBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
 }
+
+/// Checks `condition` every `interval` until it holds or `seconds` (scaled by ``TestTiming/scale``)
+/// have passed, then once more; whether it held. Throws what `condition` throws, and
+/// `CancellationError` when the test is cancelled.
+public func eventually(seconds: Double = 10, every interval: Duration = .milliseconds(5),
+                       _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(TestTiming.scaled(seconds: seconds))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: interval)
+    }
+    return try await condition()
+}

@@ -1,5 +1,6 @@
 import CallContract
 import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Testing
 @testable import DispatchService
@@ -239,7 +240,7 @@ import Testing
             let callId = CallID.make()
             #expect(try await h.post("/v1/calls", json(ringBody(callId: callId))).status == 202)
             let stream = Task { try await h.get("/v1/calls/\(callId)/events") }
-            #expect(try await eventually(seconds: 15) { h.api.streams.openCount == 1 }, "the stream is open before the shutdown")
+            #expect(try await eventually(seconds: 15, every: .milliseconds(100)) { h.api.streams.openCount == 1 }, "the stream is open before the shutdown")
             await h.group.triggerGracefulShutdown()
             let answer = try await stream.value
             #expect(answer.status == 200)

@@ -1,4 +1,5 @@
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Testing
@@ -66,7 +67,7 @@ import Testing
             // Bounded by the publish timeout (the brokers stay down: an unbounded publish would wait
             // for ever); the slack is for a loaded machine.
             #expect(elapsed < .milliseconds(1_500) + .seconds(8), "answered within the configured bound (took \(elapsed))")
-            #expect(try await eventually(seconds: 15) { try await bed.get("/readyz").status == 503 },
+            #expect(try await eventually(seconds: 15, every: .milliseconds(100)) { try await bed.get("/readyz").status == 503 },
                     "/readyz says Kafka is not reachable, so a load balancer stops sending rings here")
 
             for broker in 1...3 { try bed.cluster.setBrokerUp(Int32(broker)) }
@@ -82,7 +83,7 @@ import Testing
                 try await Task.sleep(for: .milliseconds(500))
             }
             #expect(accepted != nil, "requests succeed again once the brokers are back")
-            #expect(try await eventually(seconds: 15) { try await bed.get("/readyz").status == 200 }, "ready again")
+            #expect(try await eventually(seconds: 15, every: .milliseconds(100)) { try await bed.get("/readyz").status == 200 }, "ready again")
 
             let records = try await bed.readAll(bed.topics.requests, partitions: 3, count: 100, seconds: 6)
             let forCall = records.filter { $0.keyString == callId }
@@ -113,14 +114,4 @@ import Testing
             #expect(try await bed.get("/v1/calls/\(untagged.callId)").status == 404, "a ring naming no tenant belongs to no API key")
         }
     }
-}
-
-/// Checks `condition` until it holds (every 100 ms, at most `seconds`).
-func eventually(seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(100))
-    }
-    return try await condition()
 }
