@@ -35,8 +35,8 @@ public final class StatusView: Sendable {
 
     struct State {
         var calls: [CallKey: Entry] = [:]
-        /// The tenants that have a call of this id (nearly always one).
-        var tenantsOf: [String: [String]] = [:]
+        /// The tenants that have a call of this id (nearly always one, kept without an array).
+        var tenantsOf: [String: Tenants] = [:]
         var usage: [String: Usage] = [:]
         var bytes = 0
         var subscribers: [CallKey: [Int: EventBuffer]] = [:]
@@ -46,9 +46,9 @@ public final class StatusView: Sendable {
         /// whose deliveries include the device.
         func route(_ status: CallStatus) -> CallKey {
             if let tenant = status.tenant { return CallKey(tenant: tenant, callId: status.callId) }
-            let tenants = tenantsOf[status.callId] ?? []
-            if tenants.count == 1 { return CallKey(tenant: tenants[0], callId: status.callId) }
-            for tenant in tenants {
+            guard let tenants = tenantsOf[status.callId] else { return CallKey(tenant: nil, callId: status.callId) }
+            if tenants.more.isEmpty { return CallKey(tenant: tenants.first, callId: status.callId) }
+            for tenant in tenants.all {
                 let key = CallKey(tenant: tenant, callId: status.callId)
                 if calls[key]?.view.deliveries.contains(where: { $0.deviceKey == status.deviceKey }) == true { return key }
             }
@@ -58,16 +58,18 @@ public final class StatusView: Sendable {
         /// Stores `view` under `key`, updating the byte counts and the key's recency.
         mutating func store(_ view: CallView, at key: CallKey, now: Double) {
             let bytes = view.estimatedBytes
-            if let old = calls[key] {
-                self.bytes += bytes - old.bytes
-                usage[key.tenant, default: Usage()].bytes += bytes - old.bytes
-            } else {
-                self.bytes += bytes
-                usage[key.tenant, default: Usage()].bytes += bytes
-                usage[key.tenant, default: Usage()].order.append(key, stamp: now)
-                tenantsOf[key.callId, default: []].append(key.tenant)
+            let old = calls.updateValue(Entry(view: view, bytes: bytes, touched: now), forKey: key)
+            let added = bytes - (old?.bytes ?? 0)
+            self.bytes += added
+            // One lookup of the tenant's usage (a ring or status changes it on every request).
+            func update(_ usage: inout Usage) {
+                usage.bytes += added
+                if old == nil { usage.order.append(key, stamp: now) }
             }
-            calls[key] = Entry(view: view, bytes: bytes, touched: now)
+            update(&usage[key.tenant, default: Usage()])
+            if old == nil {
+                if tenantsOf[key.callId]?.insert(key.tenant) == nil { tenantsOf[key.callId] = Tenants(first: key.tenant) }
+            }
         }
 
         /// Forgets the oldest call of `tenant` (found by ``RecencyQueue/oldest(in:stamp:)``).
@@ -77,8 +79,7 @@ public final class StatusView: Sendable {
             bytes -= entry.bytes
             usage[tenant]?.bytes -= entry.bytes
             if usage[tenant]?.order.count == 0 { usage[tenant] = nil }
-            tenantsOf[key.callId]?.removeAll { $0 == key.tenant }
-            if tenantsOf[key.callId]?.isEmpty == true { tenantsOf[key.callId] = nil }
+            if tenantsOf[key.callId]?.remove(key.tenant) == true { tenantsOf[key.callId] = nil }
             return subscribers.removeValue(forKey: key).map { Array($0.values) } ?? []
         }
 
@@ -86,7 +87,11 @@ public final class StatusView: Sendable {
         /// largest tenant while over `budget`. Returns the buffers of streams whose call went.
         mutating func evict(now: Double, window: Double, budget: Int) -> [EventBuffer] {
             var ended: [EventBuffer] = []
-            for tenant in Array(usage.keys) {
+            // Only tenants whose front entry is older than the window can have a call to forget (an
+            // entry's stamp is at most its call's last change): no list of every tenant per change.
+            var aged: [String] = []
+            for (tenant, usage) in usage where (usage.order.frontStamp ?? .infinity) < now - window { aged.append(tenant) }
+            for tenant in aged {
                 while let oldest = usage[tenant]?.order.oldest(in: calls, stamp: \.touched), oldest.stamp < now - window {
                     ended += removeOldest(of: tenant, key: oldest.key)
                 }
@@ -99,6 +104,29 @@ public final class StatusView: Sendable {
                 ended += removeOldest(of: tenant, key: oldest.key)
             }
             return ended
+        }
+    }
+
+    /// The tenants of one call id: the first inline, any others in an array (empty, so no
+    /// allocation, for nearly every call).
+    struct Tenants {
+        var first: String
+        var more: [String] = []
+
+        var all: [String] { [first] + more }
+
+        /// Adds a tenant not present yet.
+        mutating func insert(_ tenant: String) { more.append(tenant) }
+
+        /// Removes `tenant`; true when none is left.
+        mutating func remove(_ tenant: String) -> Bool {
+            if first == tenant {
+                guard !more.isEmpty else { return true }
+                first = more.removeFirst()
+            } else {
+                more.removeAll { $0 == tenant }
+            }
+            return false
         }
     }
 
@@ -119,7 +147,7 @@ public final class StatusView: Sendable {
     /// Every tenant's call of this id (an ack names only the call id and the device).
     public func calls(callId: String) -> [CallView] {
         state.withLock { state in
-            (state.tenantsOf[callId] ?? []).compactMap { state.calls[CallKey(tenant: $0, callId: callId)]?.view }
+            (state.tenantsOf[callId]?.all ?? []).compactMap { state.calls[CallKey(tenant: $0, callId: callId)]?.view }
         }
     }
 
