@@ -47,7 +47,7 @@ public final class StatusView: Sendable {
         func route(_ status: CallStatus) -> CallKey {
             if let tenant = status.tenant { return CallKey(tenant: tenant, callId: status.callId) }
             guard let tenants = tenantsOf[status.callId] else { return CallKey(tenant: nil, callId: status.callId) }
-            if tenants.more.isEmpty { return CallKey(tenant: tenants.first, callId: status.callId) }
+            if tenants.more.isEmpty, let only = tenants.first { return CallKey(tenant: only, callId: status.callId) }
             for tenant in tenants.all {
                 let key = CallKey(tenant: tenant, callId: status.callId)
                 if calls[key]?.view.deliveries.contains(where: { $0.deviceKey == status.deviceKey }) == true { return key }
@@ -55,22 +55,34 @@ public final class StatusView: Sendable {
             return CallKey(tenant: nil, callId: status.callId)
         }
 
-        /// Stores `view` under `key`, updating the byte counts and the key's recency.
-        mutating func store(_ view: CallView, at key: CallKey, now: Double) {
-            let bytes = view.estimatedBytes
-            let old = calls.updateValue(Entry(view: view, bytes: bytes, touched: now), forKey: key)
-            let added = bytes - (old?.bytes ?? 0)
-            self.bytes += added
+        /// Changes the call under `key` in place (a new one for `tenant` when unknown), updating the
+        /// byte counts and the key's recency. One lookup of the call, and no copy of its arrays
+        /// (a copy taken out and stored back made every change copy the call's events).
+        mutating func update<Result>(_ key: CallKey, tenant: String?, now: Double, _ change: (inout CallView) -> Result) -> Result {
+            var old = -1
+            let (result, added) = Self.change(&calls[key, default: Entry(view: CallView(callId: key.callId, tenant: tenant), bytes: -1, touched: now)]) {
+                entry -> (Result, Int) in
+                old = entry.bytes
+                let result = change(&entry.view)
+                entry.bytes = entry.view.estimatedBytes
+                entry.touched = now
+                return (result, entry.bytes - max(old, 0))
+            }
+            let isNew = old < 0
+            bytes += added
             // One lookup of the tenant's usage (a ring or status changes it on every request).
-            func update(_ usage: inout Usage) {
+            Self.change(&usage[key.tenant, default: Usage()]) { usage in
                 usage.bytes += added
-                if old == nil { usage.order.append(key, stamp: now) }
+                if isNew { usage.order.append(key, stamp: now) }
             }
-            update(&usage[key.tenant, default: Usage()])
-            if old == nil {
-                if tenantsOf[key.callId]?.insert(key.tenant) == nil { tenantsOf[key.callId] = Tenants(first: key.tenant) }
+            if isNew {
+                Self.change(&tenantsOf[key.callId, default: Tenants()]) { $0.insert(key.tenant) }
             }
+            return result
         }
+
+        /// Runs `body` on `value` (lets one dictionary access serve a read and a write).
+        static func change<Value, Result>(_ value: inout Value, _ body: (inout Value) -> Result) -> Result { body(&value) }
 
         /// Forgets the oldest call of `tenant` (found by ``RecencyQueue/oldest(in:stamp:)``).
         mutating func removeOldest(of tenant: String, key: CallKey) -> [EventBuffer] {
@@ -110,23 +122,24 @@ public final class StatusView: Sendable {
     /// The tenants of one call id: the first inline, any others in an array (empty, so no
     /// allocation, for nearly every call).
     struct Tenants {
-        var first: String
+        var first: String?
         var more: [String] = []
 
-        var all: [String] { [first] + more }
+        var all: [String] { (first.map { [$0] } ?? []) + more }
 
         /// Adds a tenant not present yet.
-        mutating func insert(_ tenant: String) { more.append(tenant) }
+        mutating func insert(_ tenant: String) {
+            if first == nil { first = tenant } else { more.append(tenant) }
+        }
 
         /// Removes `tenant`; true when none is left.
         mutating func remove(_ tenant: String) -> Bool {
             if first == tenant {
-                guard !more.isEmpty else { return true }
-                first = more.removeFirst()
+                first = more.isEmpty ? nil : more.removeFirst()
             } else {
                 more.removeAll { $0 == tenant }
             }
-            return false
+            return first == nil
         }
     }
 
@@ -168,11 +181,11 @@ public final class StatusView: Sendable {
         let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
         let time = retention.now()
         let ended = state.withLock { state -> [EventBuffer] in
-            var call = state.calls[key]?.view ?? CallView(callId: key.callId, tenant: first.tenant)
-            for (ring, deviceKey) in zip(rings, keys) where ring.callId == key.callId && ring.tenant == first.tenant {
-                call.apply(ring: ring, deviceKey: deviceKey, partition: partition)
+            state.update(key, tenant: first.tenant, now: time) { call in
+                for (ring, deviceKey) in zip(rings, keys) where ring.callId == key.callId && ring.tenant == first.tenant {
+                    call.apply(ring: ring, deviceKey: deviceKey, partition: partition)
+                }
             }
-            state.store(call, at: key, now: time)
             return state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
         }
         for buffer in ended { buffer.finish(complete: false) }
@@ -189,13 +202,13 @@ public final class StatusView: Sendable {
         let time = retention.now()
         let (notify, complete, eventID, ended) = state.withLock { state in
             let key = state.route(status)
-            var call = state.calls[key]?.view ?? CallView(callId: status.callId, tenant: status.tenant)
-            let eventID = offset ?? call.lastEventID + 1
-            let changed = call.apply(status: status, partition: partition, eventID: eventID)
-            state.store(call, at: key, now: time)
+            let (changed, eventID, complete) = state.update(key, tenant: status.tenant, now: time) { call in
+                let eventID = offset ?? call.lastEventID + 1
+                return (call.apply(status: status, partition: partition, eventID: eventID), eventID, call.isComplete)
+            }
             let ended = state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
             let notify = changed ? Array((state.subscribers[key] ?? [:]).values) : []
-            return (notify, call.isComplete, eventID, ended)
+            return (notify, complete, eventID, ended)
         }
         for buffer in ended { buffer.finish(complete: false) }
         guard !notify.isEmpty else { return 0 }
