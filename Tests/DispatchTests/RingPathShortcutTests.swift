@@ -21,4 +21,15 @@ import Testing
         // A known digest: SHA-256("abc") begins ba7816bf8f01cfea414140de5dae2223.
         #expect(DeviceKey.fromToken("ABC") == "ba7816bf8f01cfea414140de5dae2223")
     }
+
+    /// The attributes' control-character check skips the Unicode property lookup for ASCII; every
+    /// scalar must get the general category's answer (Cc), C1 controls and DEL included.
+    @Test func theControlCheckIsTheGeneralCategorys() {
+        let scalars = (0..<0x3000).compactMap(Unicode.Scalar.init) + [0xFEFF, 0x1F600, 0xE0001].compactMap(Unicode.Scalar.init)
+        for scalar in scalars {
+            let expected = scalar.properties.generalCategory == .control
+            #expect(CallSubmission.hasControl("a" + String(scalar) + "b") == expected, "U+\(String(scalar.value, radix: 16))")
+        }
+        #expect(!CallSubmission.hasControl(""))
+    }
 }
