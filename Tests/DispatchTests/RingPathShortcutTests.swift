@@ -1,4 +1,6 @@
 import CallContract
+import HTTPTypes
+import Hummingbird
 import Testing
 @testable import DispatchService
 
@@ -31,5 +33,16 @@ import Testing
             #expect(CallSubmission.hasControl("a" + String(scalar) + "b") == expected, "U+\(String(scalar.value, radix: 16))")
         }
         #expect(!CallSubmission.hasControl(""))
+    }
+
+    /// The key is read from the `Authorization` field without `HTTPFields`' joined copy; the value
+    /// must be the subscript's whatever the fields (none, one, several: joined, never a valid key).
+    @Test func theAuthorizationValueIsTheSubscripts() {
+        for values in [[], ["Bearer a"], [""], ["Bearer a", "Bearer b"], ["bearer x", "", "Bearer y"]] {
+            var fields: HTTPFields = [.contentType: "application/json"]
+            for value in values { fields.append(HTTPField(name: .authorization, value: value)) }
+            fields.append(HTTPField(name: .contentLength, value: "2"))
+            #expect(DispatchAPI.authorizationHeader(fields) == fields[.authorization], "\(values)")
+        }
     }
 }
