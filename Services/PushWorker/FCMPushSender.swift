@@ -72,6 +72,33 @@ public struct PlatformPushSender: VoIPPushSending {
         }
     }
 
+    /// Each platform's pushes go to its sender in one call, both platforms at once.
+    public func send(_ pushes: [VoIPPush]) async -> [PushAttempt] {
+        var ios: [Int] = []
+        var android: [Int] = []
+        for (index, push) in pushes.enumerated() {
+            if push.platform == .ios { ios.append(index) } else { android.append(index) }
+        }
+        var attempts = pushes.map(Self.notConfigured)
+        func batch(_ sender: (any VoIPPushSending)?, _ indices: [Int]) async -> [PushAttempt] {
+            guard let sender, !indices.isEmpty else { return [] }
+            return await sender.send(indices.map { pushes[$0] })
+        }
+        let fromAPNs: [PushAttempt]
+        let answeredByFCM: [PushAttempt]
+        if ios.isEmpty || android.isEmpty {
+            fromAPNs = await batch(apns, ios)
+            answeredByFCM = await batch(fcm, android)
+        } else {
+            async let fromFCM = batch(fcm, android)
+            fromAPNs = await batch(apns, ios)
+            answeredByFCM = await fromFCM
+        }
+        for (position, index) in ios.enumerated() where position < fromAPNs.count { attempts[index] = fromAPNs[position] }
+        for (position, index) in android.enumerated() where position < answeredByFCM.count { attempts[index] = answeredByFCM[position] }
+        return attempts
+    }
+
     static func notConfigured(_ push: VoIPPush) -> PushAttempt {
         PushAttempt(disposition: .requestInvalid, reason: "platform-not-configured")
     }

@@ -106,6 +106,24 @@ public protocol VoIPPushSending: Sendable {
     /// the sender has renewed the token itself (the APNs client does, at most once per token; the
     /// FCM client renews its access token on a 401 inside one send).
     func send(_ push: VoIPPush) async -> PushAttempt
+    /// Sends several pushes at once and returns one attempt per push, in order, each as `send(_:)`
+    /// would; returns when every push was answered (each within its own deadline). The default sends
+    /// them concurrently, one `send(_:)` each.
+    func send(_ pushes: [VoIPPush]) async -> [PushAttempt]
+}
+
+extension VoIPPushSending {
+    public func send(_ pushes: [VoIPPush]) async -> [PushAttempt] {
+        if pushes.count == 1 { return [await send(pushes[0])] }
+        return await withTaskGroup(of: (Int, PushAttempt).self) { group in
+            for (index, push) in pushes.enumerated() {
+                group.addTask { (index, await self.send(push)) }
+            }
+            var attempts = Array(repeating: PushAttempt(disposition: .retry, reason: "no-answer"), count: pushes.count)
+            for await (index, attempt) in group { attempts[index] = attempt }
+            return attempts
+        }
+    }
 }
 
 /// Where the worker's outcomes go (Kafka in production). Each call returns once the record is
@@ -118,12 +136,49 @@ public protocol OutcomePublishing: Sendable {
     func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws
     /// Writes the original request bytes to the DLQ with the contract's headers.
     func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws
+    /// Writes several statuses in one go (no bound); one result per status, in order: success once
+    /// that record is acknowledged, or the error it failed with (to `classify`). The default writes
+    /// them concurrently, one `publish` each.
+    func publish(statuses: [StatusRecord]) async -> [Result<Void, any Error>]
     /// How to treat `error`, thrown by `publish` or `deadLetter`.
     func classify(_ error: any Error) -> OutcomeWriteFailure
 }
 
+/// One status to write with others (`OutcomePublishing.publish(statuses:)`).
+public struct StatusRecord: Sendable {
+    public var status: CallStatus
+    /// The request's partition number: the status goes to the same one of the status topic.
+    public var partition: Int32
+    /// Record headers (the trace context).
+    public var headers: [(String, String)]
+
+    public init(status: CallStatus, partition: Int32, headers: [(String, String)] = []) {
+        self.status = status
+        self.partition = partition
+        self.headers = headers
+    }
+}
+
 extension OutcomePublishing {
     public func classify(_ error: any Error) -> OutcomeWriteFailure { .retriable }
+
+    public func publish(statuses: [StatusRecord]) async -> [Result<Void, any Error>] {
+        await withTaskGroup(of: (Int, Result<Void, any Error>).self) { group in
+            for (index, record) in statuses.enumerated() {
+                group.addTask {
+                    do {
+                        try await self.publish(status: record.status, partition: record.partition, headers: record.headers, within: nil)
+                        return (index, .success(()))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            var results = Array(repeating: Result<Void, any Error>.failure(StatusWriteBatcher.noResult), count: statuses.count)
+            for await (index, result) in group { results[index] = result }
+            return results
+        }
+    }
 
     /// A publisher that keeps no headers writes the status without them.
     public func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {

@@ -65,6 +65,25 @@ extension APNSIntegration {
             }
         }
 
+        @Test func aBatchOfPushesGetsEachItsOwnOutcomeInOrder() async throws {
+            try await SimulatorFixture.run(simulator: { config in
+                config.faults.tokenOutcomes = [
+                    SimulatorFixture.deviceToken(2): .badDeviceToken,
+                    SimulatorFixture.deviceToken(4): .status(500, reason: "InternalServerError"),
+                ]
+            }) { fixture in
+                var pushes = (1...6).map { fixture.push(token: $0) }
+                pushes[4].app = APNSAppID("no-such-app")
+                let outcomes = await fixture.client.send(pushes)
+                #expect(outcomes.count == pushes.count)
+                #expect(outcomes.map(\.status) == [200, 400, 200, 500, nil, 200])
+                #expect(outcomes.map(\.disposition) == [.sent, .tokenDead, .sent, .retry, .requestInvalid, .sent])
+                #expect(outcomes.map(\.apnsID) == pushes.map { $0.apnsID.uuidString.lowercased() }, "each outcome is its own push's")
+                let recorded = Set(fixture.simulator.pushes().map(\.deviceToken))
+                #expect(recorded == Set([1, 3, 6].map(SimulatorFixture.deviceToken)), "the unknown app's push is not sent")
+            }
+        }
+
         @Test func payloadOverTheLimitIsRefusedBeforeSending() async throws {
             try await SimulatorFixture.run { fixture in
                 let big = String(repeating: "x", count: 5121)
