@@ -178,9 +178,9 @@ public struct DeliveryProcessor: Sendable {
             return await finish(status, event: event, platform: ring.device.platform)
         case .done(let result):
             return await result()
-        case .delivery(var delivery):
+        case .delivery(let delivery):
             let action = delivery.machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
-            return await drive(&delivery, from: action)
+            return await drive(delivery, from: action)
         }
     }
 
@@ -244,8 +244,10 @@ public struct DeliveryProcessor: Sendable {
                                           settings: .init(retry: settings.retry, attemptTimeout: settings.attemptTimeout))))
     }
 
-    /// A ring that passed dedupe, with what its pushes need.
-    private struct Delivery: Sendable {
+    /// A ring that passed dedupe, with what its pushes need. A class: a run hands each delivery
+    /// from step to step, and a copy of this many fields would cost a retain and a release each.
+    /// `@unchecked Sendable`: one task at a time owns it (the run's, or the one it continues alone in).
+    private final class Delivery: @unchecked Sendable {
         let ring: RingRequest
         let event: InboundEvent
         let log: DeliveryLog
@@ -258,6 +260,20 @@ public struct DeliveryProcessor: Sendable {
         var machine: DeliveryStateMachine
         /// Whether APNs (or FCM) accepted a push of it.
         var accepted = false
+
+        init(ring: RingRequest, event: InboundEvent, log: DeliveryLog, payload: Data, data: [String: String], apnsID: String,
+             scope: CredentialScope, store: PartitionDedupeStore, key: DeliveryKey, machine: DeliveryStateMachine) {
+            self.ring = ring
+            self.event = event
+            self.log = log
+            self.payload = payload
+            self.data = data
+            self.apnsID = apnsID
+            self.scope = scope
+            self.store = store
+            self.key = key
+            self.machine = machine
+        }
 
         var platform: DevicePlatform { ring.device.platform }
 
@@ -274,13 +290,13 @@ public struct DeliveryProcessor: Sendable {
     }
 
     /// The credential circuit's answer for the delivery's next push.
-    private func admitted(_ delivery: inout Delivery) -> DeliveryStateMachine.Action {
+    private func admitted(_ delivery: Delivery) -> DeliveryStateMachine.Action {
         let at = now()
         return delivery.machine.admitted(credentials.admit(delivery.scope, now: at), now: at, taskCancelled: Task.isCancelled)
     }
 
     /// What the delivery learns from an attempt's answer.
-    private func answered(_ delivery: inout Delivery, _ attempt: PushAttempt, latency: Duration) -> DeliveryStateMachine.Action {
+    private func answered(_ delivery: Delivery, _ attempt: PushAttempt, latency: Duration) -> DeliveryStateMachine.Action {
         metrics?.pushLatency(app: delivery.ring.app, platform: delivery.platform, latency)
         delivery.accepted = delivery.accepted || attempt.disposition == .sent
         recordCredentialEvidence(delivery.machine.credentialEvidence(of: attempt), scope: delivery.scope,
@@ -307,13 +323,13 @@ public struct DeliveryProcessor: Sendable {
     /// result. Handed back without a durable outcome, its dedupe entry is removed so the next copy
     /// is not answered `duplicate` — unless APNs accepted a push of it (then answering `duplicate`
     /// is right, and pushing again is not).
-    private func drive(_ delivery: inout Delivery, from start: DeliveryStateMachine.Action) async -> DeliveryResult {
-        let result = await steps(&delivery, from: start)
+    private func drive(_ delivery: Delivery, from start: DeliveryStateMachine.Action) async -> DeliveryResult {
+        let result = await steps(delivery, from: start)
         if result == .handedBack, !delivery.accepted { delivery.store.remove(delivery.key) }
         return result
     }
 
-    private func steps(_ delivery: inout Delivery, from start: DeliveryStateMachine.Action) async -> DeliveryResult {
+    private func steps(_ delivery: Delivery, from start: DeliveryStateMachine.Action) async -> DeliveryResult {
         let ring = delivery.ring
         let event = delivery.event
         let platform = delivery.platform
@@ -321,13 +337,13 @@ public struct DeliveryProcessor: Sendable {
         while true {
             switch action {
             case .admit:
-                action = admitted(&delivery)
+                action = admitted(delivery)
             case .push(let deadline):
                 let attemptSpan = event.trace?.pushAttempt(delivery.machine.status.attempt, platform: platform)
                 let sentAt = ContinuousClock.now
                 let attempt = await sender.send(delivery.push(deadline: deadline))
                 if let attemptSpan { DeliveryTrace.end(attemptSpan, with: attempt, platform: platform) }
-                action = answered(&delivery, attempt, latency: ContinuousClock.now - sentAt)
+                action = answered(delivery, attempt, latency: ContinuousClock.now - sentAt)
             case .recordRetry(let retrying, let reason):
                 metrics?.retry(app: ring.app, platform: platform, reason: reason)
                 delivery.log(.info, "push will be retried", metadata: ["push.reason": "\(reason ?? "-")", "push.platform": "\(platform.rawValue)"])
@@ -353,15 +369,15 @@ public struct DeliveryProcessor: Sendable {
     // MARK: - Runs
 
     /// Processes a run of one partition's events, their intake done in order, reporting each
-    /// event's result through `finished(index, result)` as soon as it is known (its offset may be
-    /// stored then). The rules are those of `process(_:event:)`, event by event; what is shared is
+    /// event's result through `finished` (`(index, result)` pairs, those known together in one
+    /// call) as soon as it is known (its offset may be stored then). The rules are those of `process(_:event:)`, event by event; what is shared is
     /// the work: the rings' dedupe, payload and admission are done in one pass, their first pushes
     /// go to the sender in one call, and the outcomes that need nothing but a status — `sent`,
     /// `duplicate` — are written in one batch, each acknowledged on its own. An event that needs
     /// more (a retry and its back-off, a DLQ record, a cancel marker, a rejection, an expiry,
     /// tracing, a status write that failed) continues alone, concurrently, on the per-event path.
     public func process(run items: [(intake: Intake, event: InboundEvent)],
-                        finished: @escaping @Sendable (Int, DeliveryResult) -> Void) async {
+                        finished: @escaping @Sendable ([(Int, DeliveryResult)]) -> Void) async {
         await withTaskGroup(of: Void.self) { alone in
             var pushing: [(index: Int, delivery: Delivery)] = []
             var pushes: [VoIPPush] = []
@@ -369,24 +385,23 @@ public struct DeliveryProcessor: Sendable {
             for (index, (intake, event)) in items.enumerated() {
                 guard event.trace == nil, case .ring(let ring) = intake, settings.apps.contains(ring.app),
                       (ring.device.platform == .ios ? settings.iosApps : settings.androidApps).contains(ring.app) else {
-                    alone.addTask { finished(index, await self.process(intake, event: event)) }
+                    alone.addTask { finished([(index, await self.process(intake, event: event))]) }
                     continue
                 }
                 switch admit(ring, event: event) {
                 case .duplicate(let status):
                     writes.append(RunWrite(index: index, status: status, event: event, platform: ring.device.platform, pushed: false))
                 case .done(let result):
-                    alone.addTask { finished(index, await result()) }
-                case .delivery(var delivery):
+                    alone.addTask { finished([(index, await result())]) }
+                case .delivery(let delivery):
                     var action = delivery.machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
-                    if case .admit = action { action = admitted(&delivery) }
+                    if case .admit = action { action = admitted(delivery) }
                     if case .push(let deadline) = action {
                         pushes.append(delivery.push(deadline: deadline))
                         pushing.append((index, delivery))
                     } else {
-                        alone.addTask { [delivery, action] in
-                            var delivery = delivery
-                            finished(index, await self.drive(&delivery, from: action))
+                        alone.addTask { [action] in
+                            finished([(index, await self.drive(delivery, from: action))])
                         }
                     }
                 }
@@ -396,17 +411,15 @@ public struct DeliveryProcessor: Sendable {
                 let attempts = await sender.send(pushes)
                 let latency = ContinuousClock.now - sentAt
                 for (position, (index, delivery)) in pushing.enumerated() {
-                    var delivery = delivery
                     // A sender that answers fewer pushes than asked: the rest are retried (nothing is assumed sent).
                     let attempt = position < attempts.count ? attempts[position] : PushAttempt(disposition: .retry, reason: "no-answer")
-                    let action = answered(&delivery, attempt, latency: latency)
+                    let action = answered(delivery, attempt, latency: latency)
                     if case .finish(let outcome, deadLetter: false, let pushed) = action, outcome.state == .sent {
                         logOutcome(outcome, pushed: pushed, delivery)
                         writes.append(RunWrite(index: index, status: outcome, event: delivery.event, platform: delivery.platform, pushed: pushed))
                     } else {
-                        alone.addTask { [delivery] in
-                            var delivery = delivery
-                            finished(index, await self.drive(&delivery, from: action))
+                        alone.addTask {
+                            finished([(index, await self.drive(delivery, from: action))])
                         }
                     }
                 }
@@ -415,20 +428,25 @@ public struct DeliveryProcessor: Sendable {
             let results = await publisher.publish(statuses: writes.map {
                 StatusRecord(status: $0.status, partition: $0.event.partition, headers: $0.event.outcomeTraceHeaders(nil))
             })
+            var written: [(Int, DeliveryResult)] = []
+            written.reserveCapacity(writes.count)
             for (position, write) in writes.enumerated() {
                 if position < results.count, case .success = results[position] {
-                    health?.recordWrite(succeeded: true)
                     metrics?.outcome(app: appLabel(write.status.app), platform: write.platform, state: write.status.state,
                                      reason: write.status.error?.code ?? write.status.apns?.reason ?? write.status.fcm?.errorCode)
-                    finished(write.index, .finished(write.status.state))
+                    written.append((write.index, .finished(write.status.state)))
                 } else {
                     // Written again alone, with the retries and fallbacks of `finish`; a pushed ring's
                     // outcome even once the delivery is cancelled (the next owner would ring again).
                     alone.addTask {
-                        finished(write.index, await self.finish(write.status, event: write.event, platform: write.platform,
-                                                                evenIfCancelled: write.pushed))
+                        finished([(write.index, await self.finish(write.status, event: write.event, platform: write.platform,
+                                                                  evenIfCancelled: write.pushed))])
                     }
                 }
+            }
+            if !written.isEmpty {
+                health?.recordWrite(succeeded: true)
+                finished(written)
             }
         }
     }

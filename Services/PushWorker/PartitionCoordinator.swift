@@ -421,30 +421,40 @@ public final class PartitionCoordinator: Sendable {
         }
     }
 
-    fileprivate func finish(_ ticket: DeliveryTicket, _ result: DeliveryResult) {
-        complete(ticket, result)
+    private func complete(_ ticket: DeliveryTicket, _ result: DeliveryResult) {
+        complete(CollectionOfOne((ticket, result)))
     }
 
-    private func complete(_ ticket: DeliveryTicket, _ result: DeliveryResult) {
+    /// Ends deliveries of one partition's assignment (a run's that ended together): one lock, and
+    /// the offset stored once, as far as the finished prefix now reaches.
+    fileprivate func complete(_ ended: some Collection<(DeliveryTicket, DeliveryResult)>) {
+        guard let (first, _) = ended.first else { return }
+        let partition = first.partition
         let resume = state.withLock { state -> Bool in
-            guard state.partitions[ticket.partition]?.generation == ticket.generation else { return false }
-            state.partitions[ticket.partition]!.inFlight[ticket.offset] = nil
-            state.partitions[ticket.partition]!.waiting.remove(ticket.offset)
-            if case .finished = result, let next = state.partitions[ticket.partition]!.tracker.finish(ticket.offset) {
+            guard state.partitions[partition]?.generation == first.generation else { return false }
+            var next: Int64?
+            for (ticket, result) in ended {
+                state.partitions[partition]!.inFlight[ticket.offset] = nil
+                state.partitions[partition]!.waiting.remove(ticket.offset)
+                if case .finished = result, let advanced = state.partitions[partition]!.tracker.finish(ticket.offset) {
+                    next = advanced
+                }
+            }
+            if let next {
                 do {
-                    try storeOffset(ticket.partition, next)
+                    try storeOffset(partition, next)
                 } catch {
                     logger.warning("could not store offset", metadata: [
-                        "kafka.partition": "\(ticket.partition)", "kafka.offset": "\(next)", "error": "\(error)",
+                        "kafka.partition": "\(partition)", "kafka.offset": "\(next)", "error": "\(error)",
                     ])
                 }
             }
-            guard state.partitions[ticket.partition]!.paused,
-                  state.partitions[ticket.partition]!.tracker.inFlight <= pauseAfter / 2 else { return false }
-            state.partitions[ticket.partition]!.paused = false
+            guard state.partitions[partition]!.paused,
+                  state.partitions[partition]!.tracker.inFlight <= pauseAfter / 2 else { return false }
+            state.partitions[partition]!.paused = false
             return true
         }
-        if resume { pause(ticket.partition, false) }
+        if resume { pause(partition, false) }
     }
 }
 
@@ -469,18 +479,26 @@ public final class DeliveryRun: Sendable {
     /// for it.
     @discardableResult
     public func finish(_ index: Int, _ result: DeliveryResult) -> Bool {
-        let first = finished.withLock { finished -> Bool in
-            guard !finished[index] else { return false }
-            finished[index] = true
-            return true
+        !finish(CollectionOfOne((index, result))).isEmpty
+    }
+
+    /// Deliveries that ended together (each as `finish(_:_:)`); returns the indices that counted.
+    @discardableResult
+    public func finish(_ ended: some Collection<(Int, DeliveryResult)>) -> [Int] {
+        let counted = finished.withLock { finished in
+            ended.filter { index, _ in
+                guard !finished[index] else { return false }
+                finished[index] = true
+                return true
+            }
         }
-        if first { coordinator.finish(tickets[index], result) }
-        return first
+        if !counted.isEmpty { coordinator.complete(counted.map { (tickets[$0.0], $0.1) }) }
+        return counted.map(\.0)
     }
 
     /// Deliveries the work did not finish are handed back (their offsets stay unstored).
     fileprivate func handBackUnfinished() {
-        for index in tickets.indices { finish(index, .handedBack) }
+        finish(tickets.indices.map { ($0, DeliveryResult.handedBack) })
     }
 }
 

@@ -199,17 +199,18 @@ public final class PushWorkerService: Service, Sendable {
                 granted = false
             }
             guard granted else {
-                for index in items.indices { run.finish(index, .handedBack) }
+                run.finish(items.indices.map { ($0, DeliveryResult.handedBack) })
                 backlog.release(count: items.count)
                 return
             }
-            let finish: @Sendable (Int, DeliveryResult) -> Void = { index, result in
-                guard run.finish(index, result) else { return }
-                backlog.release()
-                if needsSlot[index] { limiter.release() }
+            let finish: @Sendable ([(Int, DeliveryResult)]) -> Void = { ended in
+                let counted = run.finish(ended)
+                guard !counted.isEmpty else { return }
+                backlog.release(count: counted.count)
+                limiter.release(count: counted.reduce(0) { $0 + (needsSlot[$1] ? 1 : 0) })  // cancels took none
             }
             await processor.process(run: items, finished: finish)
-            for index in items.indices { finish(index, .handedBack) }
+            finish(items.indices.map { ($0, DeliveryResult.handedBack) })
         }
         return (events, work)
     }

@@ -28,8 +28,9 @@ struct DeliveryRunTests {
         let items = events.map { (intake: h.processor.intake($0), event: $0) }
         let reports = Reports()
         let publisher = h.publisher
-        await h.processor.process(run: items) { index, result in
-            reports.record(index, result, written: publisher.statuses + publisher.cancelMarkers)
+        await h.processor.process(run: items) { ended in
+            let written = publisher.statuses + publisher.cancelMarkers
+            for (index, result) in ended { reports.record(index, result, written: written) }
         }
         return reports
     }
