@@ -55,7 +55,8 @@ public struct APNSPushSender: VoIPPushSending {
             apnsID: outcome.apnsID,
             uniqueID: outcome.uniqueID,
             timestamp: outcome.timestamp,
-            minimumRetryDelay: outcome.status == 429 ? .seconds(1) : .zero)
+            minimumRetryDelay: outcome.status == 429 ? .seconds(1) : .zero,
+            latency: outcome.latency)
     }
 
     /// The UUID of a lower- or upper-case 8-4-4-4-12 text (what ``APNSID/make(callId:deviceKey:replay:)``

@@ -413,7 +413,7 @@ public struct DeliveryProcessor: Sendable {
                 for (position, (index, delivery)) in pushing.enumerated() {
                     // A sender that answers fewer pushes than asked: the rest are retried (nothing is assumed sent).
                     let attempt = position < attempts.count ? attempts[position] : PushAttempt(disposition: .retry, reason: "no-answer")
-                    let action = answered(delivery, attempt, latency: latency)
+                    let action = answered(delivery, attempt, latency: attempt.latency ?? latency)
                     if case .finish(let outcome, deadLetter: false, let pushed) = action, outcome.state == .sent {
                         logOutcome(outcome, pushed: pushed, delivery)
                         writes.append(RunWrite(index: index, status: outcome, event: delivery.event, platform: delivery.platform, pushed: pushed))

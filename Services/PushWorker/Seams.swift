@@ -79,10 +79,13 @@ public struct PushAttempt: Sendable, Hashable {
     public var minimumRetryDelay: Duration
     /// Set when FCM answered (Android): what the status carries as `fcm` instead of `apns`.
     public var fcm: CallStatus.FCMDetails?
+    /// From sending the push to its answer, when the sender measured it (a push sent with others
+    /// is answered before the last of them).
+    public var latency: Duration?
 
     public init(disposition: Disposition, status: Int? = nil, reason: String? = nil, apnsID: String? = nil,
                 uniqueID: String? = nil, timestamp: Date? = nil, minimumRetryDelay: Duration = .zero,
-                fcm: CallStatus.FCMDetails? = nil) {
+                fcm: CallStatus.FCMDetails? = nil, latency: Duration? = nil) {
         self.disposition = disposition
         self.status = status
         self.reason = reason
@@ -91,6 +94,7 @@ public struct PushAttempt: Sendable, Hashable {
         self.timestamp = timestamp
         self.minimumRetryDelay = minimumRetryDelay
         self.fcm = fcm
+        self.latency = latency
     }
 
     /// The status's `apns` (nil for an FCM answer, which goes to `fcm`).
@@ -117,7 +121,12 @@ extension VoIPPushSending {
         if pushes.count == 1 { return [await send(pushes[0])] }
         return await withTaskGroup(of: (Int, PushAttempt).self) { group in
             for (index, push) in pushes.enumerated() {
-                group.addTask { (index, await self.send(push)) }
+                group.addTask {
+                    let start = ContinuousClock.now
+                    var attempt = await self.send(push)
+                    if attempt.latency == nil { attempt.latency = ContinuousClock.now - start }
+                    return (index, attempt)
+                }
             }
             var attempts = Array(repeating: PushAttempt(disposition: .retry, reason: "no-answer"), count: pushes.count)
             for await (index, attempt) in group { attempts[index] = attempt }
