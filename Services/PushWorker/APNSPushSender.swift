@@ -19,21 +19,26 @@ public struct APNSPushSender: VoIPPushSending {
         return Self.attempt(await client.send(request))
     }
 
-    /// The pushes go to the client in one call (``APNSClient/send(_:)-([APNSVoIPPush])``).
-    public func send(_ pushes: [VoIPPush]) async -> [PushAttempt] {
-        var attempts = pushes.map { PushAttempt(disposition: .retry, reason: "deadline-passed", apnsID: $0.apnsID) }
+    /// The pushes go to the client in one call (``APNSClient/send(_:answered:)``); each answer is
+    /// passed on as the client reports it. A push whose deadline has passed is answered at once
+    /// (nothing is sent).
+    public func send(_ pushes: [VoIPPush], answered: @escaping @Sendable (Int, PushAttempt) -> Void) async {
         var requests: [APNSVoIPPush] = []
         var positions: [Int] = []
+        requests.reserveCapacity(pushes.count)
+        positions.reserveCapacity(pushes.count)
         for (index, push) in pushes.enumerated() {
-            guard let request = Self.request(push) else { continue }
+            guard let request = Self.request(push) else {
+                answered(index, PushAttempt(disposition: .retry, reason: "deadline-passed", apnsID: push.apnsID))
+                continue
+            }
             requests.append(request)
             positions.append(index)
         }
-        let outcomes = await client.send(requests)
-        for (position, index) in positions.enumerated() where position < outcomes.count {
-            attempts[index] = Self.attempt(outcomes[position])
+        guard !requests.isEmpty else { return }
+        await client.send(requests) { [positions] position, outcome in
+            answered(positions[position], Self.attempt(outcome))
         }
-        return attempts
     }
 
     /// The client's request for a push; nil once its deadline has passed (nothing is sent).

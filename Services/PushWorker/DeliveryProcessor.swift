@@ -373,7 +373,9 @@ public struct DeliveryProcessor: Sendable {
     /// call) as soon as it is known (its offset may be stored then). The rules are those of `process(_:event:)`, event by event; what is shared is
     /// the work: the rings' dedupe, payload and admission are done in one pass, their first pushes
     /// go to the sender in one call, and the outcomes that need nothing but a status — `sent`,
-    /// `duplicate` — are written in one batch, each acknowledged on its own. An event that needs
+    /// `duplicate` — are written in batches, each acknowledged on its own: the duplicates at once,
+    /// the `sent` ones in waves as the answers arrive (the answers that came in together, written
+    /// together), so a slow push delays no other ring of the run. An event that needs
     /// more (a retry and its back-off, a DLQ record, a cancel marker, a rejection, an expiry,
     /// tracing, a status write that failed) continues alone, concurrently, on the per-event path.
     public func process(run items: [(intake: Intake, event: InboundEvent)],
@@ -406,48 +408,135 @@ public struct DeliveryProcessor: Sendable {
                     }
                 }
             }
-            if !pushes.isEmpty {
-                let sentAt = ContinuousClock.now
-                let attempts = await sender.send(pushes)
+            if !writes.isEmpty {
+                alone.addTask { [writes] in await self.write(run: writes, finished: finished) }
+            }
+            guard !pushes.isEmpty else { return }
+            // The answers are taken in waves, as they arrive: those that came together are handled
+            // together (their `sent` statuses in one write, started as a child task so the next wave
+            // is gathered meanwhile), and a slow push holds back none of the others.
+            let inbox = RunAnswers()
+            let sentAt = ContinuousClock.now
+            alone.addTask { [pushes, sender] in
+                await sender.send(pushes) { position, attempt in inbox.put(position, attempt) }
+                inbox.close()
+            }
+            var unanswered = [Bool](repeating: true, count: pushing.count)
+            var left = pushing.count
+            while left > 0 {
+                var (wave, closed) = await inbox.take()
+                if closed {
+                    // A sender that returned without answering some pushes: those are retried (nothing is assumed sent).
+                    for position in unanswered.indices where unanswered[position] {
+                        wave.append((position, PushAttempt(disposition: .retry, reason: "no-answer")))
+                    }
+                }
                 let latency = ContinuousClock.now - sentAt
-                for (position, (index, delivery)) in pushing.enumerated() {
-                    // A sender that answers fewer pushes than asked: the rest are retried (nothing is assumed sent).
-                    let attempt = position < attempts.count ? attempts[position] : PushAttempt(disposition: .retry, reason: "no-answer")
+                var sent: [RunWrite] = []
+                for (position, attempt) in wave where position >= 0 && position < pushing.count && unanswered[position] {
+                    unanswered[position] = false
+                    left -= 1
+                    let (index, delivery) = pushing[position]
                     let action = answered(delivery, attempt, latency: attempt.latency ?? latency)
                     if case .finish(let outcome, deadLetter: false, let pushed) = action, outcome.state == .sent {
                         logOutcome(outcome, pushed: pushed, delivery)
-                        writes.append(RunWrite(index: index, status: outcome, event: delivery.event, platform: delivery.platform, pushed: pushed))
+                        sent.append(RunWrite(index: index, status: outcome, event: delivery.event, platform: delivery.platform, pushed: pushed))
                     } else {
                         alone.addTask {
                             finished([(index, await self.drive(delivery, from: action))])
                         }
                     }
                 }
-            }
-            guard !writes.isEmpty else { return }
-            let results = await publisher.publish(statuses: writes.map {
-                StatusRecord(status: $0.status, partition: $0.event.partition, headers: $0.event.outcomeTraceHeaders(nil))
-            })
-            var written: [(Int, DeliveryResult)] = []
-            written.reserveCapacity(writes.count)
-            for (position, write) in writes.enumerated() {
-                if position < results.count, case .success = results[position] {
-                    metrics?.outcome(app: appLabel(write.status.app), platform: write.platform, state: write.status.state,
-                                     reason: write.status.error?.code ?? write.status.apns?.reason ?? write.status.fcm?.errorCode)
-                    written.append((write.index, .finished(write.status.state)))
-                } else {
-                    // Written again alone, with the retries and fallbacks of `finish`; a pushed ring's
-                    // outcome even once the delivery is cancelled (the next owner would ring again).
-                    alone.addTask {
-                        finished([(write.index, await self.finish(write.status, event: write.event, platform: write.platform,
-                                                                  evenIfCancelled: write.pushed))])
-                    }
+                if !sent.isEmpty {
+                    alone.addTask { [sent] in await self.write(run: sent, finished: finished) }
                 }
             }
-            if !written.isEmpty {
-                health?.recordWrite(succeeded: true)
-                finished(written)
+        }
+    }
+
+    /// Writes statuses of a run in one batch, reporting those written together; a status the batch
+    /// did not write is written again alone, with the retries and fallbacks of `finish`.
+    private func write(run writes: [RunWrite], finished: @escaping @Sendable ([(Int, DeliveryResult)]) -> Void) async {
+        let results = await publisher.publish(statuses: writes.map {
+            StatusRecord(status: $0.status, partition: $0.event.partition, headers: $0.event.outcomeTraceHeaders(nil))
+        })
+        var written: [(Int, DeliveryResult)] = []
+        written.reserveCapacity(writes.count)
+        var failed: [RunWrite] = []
+        for (position, write) in writes.enumerated() {
+            if position < results.count, case .success = results[position] {
+                metrics?.outcome(app: appLabel(write.status.app), platform: write.platform, state: write.status.state,
+                                 reason: write.status.error?.code ?? write.status.apns?.reason ?? write.status.fcm?.errorCode)
+                written.append((write.index, .finished(write.status.state)))
+            } else {
+                failed.append(write)
             }
+        }
+        if !written.isEmpty {
+            health?.recordWrite(succeeded: true)
+            finished(written)
+        }
+        guard !failed.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { alone in
+            for write in failed {
+                // A pushed ring's outcome is written even once the delivery is cancelled (the next owner would ring again).
+                alone.addTask {
+                    finished([(write.index, await self.finish(write.status, event: write.event, platform: write.platform,
+                                                              evenIfCancelled: write.pushed))])
+                }
+            }
+        }
+    }
+
+    /// Where a run's push answers gather until the run takes them: all those buffered at once,
+    /// suspending only while there is none (one waiter, the run's task).
+    private final class RunAnswers: Sendable {
+        typealias Wave = (answers: [(Int, PushAttempt)], closed: Bool)
+        private struct State {
+            var answers: [(Int, PushAttempt)] = []
+            var closed = false
+            var waiter: CheckedContinuation<Wave, Never>?
+        }
+        private let state = Locked(State())
+
+        /// An answer of the push at `position`.
+        func put(_ position: Int, _ attempt: PushAttempt) {
+            let woken = state.withLock { state -> (CheckedContinuation<Wave, Never>, Wave)? in
+                state.answers.append((position, attempt))
+                return Self.wake(&state)
+            }
+            if let (waiter, wave) = woken { waiter.resume(returning: wave) }
+        }
+
+        /// The sender returned: no answer will follow.
+        func close() {
+            let woken = state.withLock { state -> (CheckedContinuation<Wave, Never>, Wave)? in
+                state.closed = true
+                return Self.wake(&state)
+            }
+            if let (waiter, wave) = woken { waiter.resume(returning: wave) }
+        }
+
+        /// Everything gathered so far (and whether the sender has returned); waits while there is nothing.
+        func take() async -> Wave {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Wave, Never>) in
+                let wave = state.withLock { state -> Wave? in
+                    guard state.answers.isEmpty, !state.closed else {
+                        defer { state.answers = [] }
+                        return (state.answers, state.closed)
+                    }
+                    state.waiter = waiter
+                    return nil
+                }
+                if let wave { waiter.resume(returning: wave) }
+            }
+        }
+
+        private static func wake(_ state: inout State) -> (CheckedContinuation<Wave, Never>, Wave)? {
+            guard let waiter = state.waiter else { return nil }
+            state.waiter = nil
+            defer { state.answers = [] }
+            return (waiter, (state.answers, state.closed))
         }
     }
 

@@ -72,31 +72,30 @@ public struct PlatformPushSender: VoIPPushSending {
         }
     }
 
-    /// Each platform's pushes go to its sender in one call, both platforms at once.
-    public func send(_ pushes: [VoIPPush]) async -> [PushAttempt] {
+    /// Each platform's pushes go to its sender in one call, both platforms at once; each answer is
+    /// passed on as its sender reports it (a platform without a sender answers at once).
+    public func send(_ pushes: [VoIPPush], answered: @escaping @Sendable (Int, PushAttempt) -> Void) async {
         var ios: [Int] = []
         var android: [Int] = []
         for (index, push) in pushes.enumerated() {
             if push.platform == .ios { ios.append(index) } else { android.append(index) }
         }
-        var attempts = pushes.map(Self.notConfigured)
-        func batch(_ sender: (any VoIPPushSending)?, _ indices: [Int]) async -> [PushAttempt] {
-            guard let sender, !indices.isEmpty else { return [] }
-            return await sender.send(indices.map { pushes[$0] })
+        @Sendable func batch(_ sender: (any VoIPPushSending)?, _ indices: [Int]) async {
+            guard !indices.isEmpty else { return }
+            guard let sender else {
+                for index in indices { answered(index, Self.notConfigured(pushes[index])) }
+                return
+            }
+            await sender.send(indices.map { pushes[$0] }) { position, attempt in answered(indices[position], attempt) }
         }
-        let fromAPNs: [PushAttempt]
-        let answeredByFCM: [PushAttempt]
         if ios.isEmpty || android.isEmpty {
-            fromAPNs = await batch(apns, ios)
-            answeredByFCM = await batch(fcm, android)
+            await batch(apns, ios)
+            await batch(fcm, android)
         } else {
-            async let fromFCM = batch(fcm, android)
-            fromAPNs = await batch(apns, ios)
-            answeredByFCM = await fromFCM
+            async let fromFCM: Void = batch(fcm, android)
+            await batch(apns, ios)
+            await fromFCM
         }
-        for (position, index) in ios.enumerated() where position < fromAPNs.count { attempts[index] = fromAPNs[position] }
-        for (position, index) in android.enumerated() where position < answeredByFCM.count { attempts[index] = answeredByFCM[position] }
-        return attempts
     }
 
     static func notConfigured(_ push: VoIPPush) -> PushAttempt {

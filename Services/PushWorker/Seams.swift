@@ -110,27 +110,28 @@ public protocol VoIPPushSending: Sendable {
     /// the sender has renewed the token itself (the APNs client does, at most once per token; the
     /// FCM client renews its access token on a 401 inside one send).
     func send(_ push: VoIPPush) async -> PushAttempt
-    /// Sends several pushes at once and returns one attempt per push, in order, each as `send(_:)`
-    /// would; returns when every push was answered (each within its own deadline). The default sends
-    /// them concurrently, one `send(_:)` each.
-    func send(_ pushes: [VoIPPush]) async -> [PushAttempt]
+    /// Sends several pushes at once and reports each push's attempt through `answered` (its index
+    /// in `pushes`, the attempt as `send(_:)` would make it) as soon as that push is answered, from
+    /// whichever task answered it; returns once every push was answered (each within its own
+    /// deadline), each exactly once. The default sends them concurrently, one `send(_:)` each.
+    func send(_ pushes: [VoIPPush], answered: @escaping @Sendable (Int, PushAttempt) -> Void) async
 }
 
 extension VoIPPushSending {
-    public func send(_ pushes: [VoIPPush]) async -> [PushAttempt] {
-        if pushes.count == 1 { return [await send(pushes[0])] }
-        return await withTaskGroup(of: (Int, PushAttempt).self) { group in
+    public func send(_ pushes: [VoIPPush], answered: @escaping @Sendable (Int, PushAttempt) -> Void) async {
+        if pushes.count == 1 {
+            answered(0, await send(pushes[0]))
+            return
+        }
+        await withTaskGroup(of: Void.self) { group in
             for (index, push) in pushes.enumerated() {
                 group.addTask {
                     let start = ContinuousClock.now
                     var attempt = await self.send(push)
                     if attempt.latency == nil { attempt.latency = ContinuousClock.now - start }
-                    return (index, attempt)
+                    answered(index, attempt)
                 }
             }
-            var attempts = Array(repeating: PushAttempt(disposition: .retry, reason: "no-answer"), count: pushes.count)
-            for await (index, attempt) in group { attempts[index] = attempt }
-            return attempts
         }
     }
 }

@@ -210,6 +210,25 @@ public final class APNSClient: Service, Sendable {
         }
     }
 
+    /// Sends several VoIP pushes as ``send(_:)-([APNSVoIPPush])`` does, reporting each push's outcome
+    /// through `answered` (its index in `pushes`, the outcome) from that push's own task as soon as it
+    /// is known, so one slow answer holds back none of the others; returns once every push was
+    /// answered, each exactly once.
+    public func send(_ pushes: [APNSVoIPPush], answered: @escaping @Sendable (Int, APNSOutcome) -> Void) async {
+        guard pushes.count > 1 else {
+            if !pushes.isEmpty { answered(0, await send(pushes[0])) }
+            return
+        }
+        let executor = EventLoopTaskExecutor(group.any())
+        await withTaskExecutorPreference(executor) {
+            await withTaskGroup(of: Void.self) { tasks in
+                for (index, push) in pushes.enumerated() {
+                    tasks.addTask { answered(index, await self.send(push)) }
+                }
+            }
+        }
+    }
+
     /// Stops taking pushes, waits for in-flight ones (at most `shutdownDrainTimeout`), closes all connections.
     /// Idempotent.
     public func shutdown() async {

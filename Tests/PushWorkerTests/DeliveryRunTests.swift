@@ -1,4 +1,6 @@
 import CallContract
+import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Locking
 import Logging
@@ -88,6 +90,77 @@ struct DeliveryRunTests {
         }
         #expect(h.publisher.states == Array(repeating: .sent, count: rings.count), "one status per ring")
         #expect(h.sender.sent.count == rings.count, "a failed status write does not push again")
+    }
+
+    /// A sender that answers every push at once, except the one to `heldToken`, which it answers
+    /// (as sent) only once the test opens `release`.
+    final class HoldingSender: VoIPPushSending {
+        let heldToken: String
+        let release = PartitionCoordinatorTests.Gate()
+        private let holding = Locked(false)
+        init(heldToken: String) { self.heldToken = heldToken }
+        /// The held push has reached the sender.
+        var isHolding: Bool { holding.withLock { $0 } }
+        func send(_ push: VoIPPush) async -> PushAttempt {
+            if push.deviceToken == heldToken {
+                holding.withLock { $0 = true }
+                await release.pass()
+            }
+            return PushAttempt(disposition: .sent, status: 200, apnsID: push.apnsID)
+        }
+    }
+
+    @Test("a run's rings answered at once have their statuses written and their offsets stored while a slow push of the run is still unanswered")
+    func quickAnswersOfARunDoNotWaitForASlowOne() async throws {
+        let rings = (0..<4).map { makeRing(token: String(repeating: "2\($0)", count: 32)) }
+        let slow = rings[3]
+        let sender = HoldingSender(heldToken: slow.device.token)
+        let publisher = RecordingPublisher()
+        var settings = DeliveryProcessor.Settings(workerID: "test-worker", apps: ["rider"], retry: RetryPolicy(),
+                                                  attemptTimeout: TestTiming.scaled(.seconds(2)))
+        settings.outcomeWriteBound = .seconds(10)
+        let processor = DeliveryProcessor(
+            settings: settings, sender: sender, publisher: publisher, cancels: CancelSignals(),
+            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), ackTokens: try AckTokenSigner(secret: testSecret),
+            credentials: CredentialCircuit(), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let events = try rings.enumerated().map { try event(.ring($1), offset: Int64($0)) }
+
+        // The run goes through the coordinator as in the worker: a ring's offset is stored once it is reported.
+        let stores = Stores()
+        let coordinator = PartitionCoordinator(
+            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .seconds(3600),
+            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, logger: Logger(label: "run-tests"))
+        await coordinator.assigned([0])
+        let reports = Reports()
+        guard case .started = coordinator.start(run: events, { run in
+            guard coordinator.beginWork(run) else { return }
+            let items = events.map { (intake: processor.intake($0), event: $0) }
+            await processor.process(run: items) { ended in
+                let written = publisher.statuses
+                for (index, result) in ended { reports.record(index, result, written: written) }
+                run.finish(ended)
+            }
+        }) else { Issue.record("run not started"); return }
+
+        // A safety bound only: the quick rings are expected at once, the slow one is held by the gate.
+        let bound = ContinuousClock.now + .seconds(30)
+        while reports.all.count < 3 || !sender.isHolding, ContinuousClock.now < bound { try await Task.sleep(for: .milliseconds(5)) }
+        let early = reports.all
+        #expect(early.keys.sorted() == [0, 1, 2], "the quick rings are reported while the slow push is unanswered")
+        for index in 0..<3 {
+            #expect(early[index]?.map(\.result) == [.finished(.sent)])
+            #expect(early[index]?.first?.writtenThen.contains { $0.callId == rings[index].callId && $0.state == .sent } == true,
+                    "ring \(index) reported after its status was written")
+        }
+        #expect(!publisher.statuses.contains { $0.callId == slow.callId }, "nothing written yet for the slow ring")
+        #expect(stores.all.last == 3, "the quick rings' offsets are stored (up to the slow one's)")
+
+        sender.release.open()
+        while coordinator.inFlightCount > 0, ContinuousClock.now < bound { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(reports.all[3]?.map(\.result) == [.finished(.sent)], "the slow ring finishes once answered")
+        #expect(publisher.statuses.filter { $0.callId == slow.callId }.map(\.state) == [.sent])
+        #expect(publisher.states == Array(repeating: .sent, count: rings.count), "one status per ring")
+        #expect(stores.all.last == 4, "every offset of the run is stored")
     }
 
     // MARK: Coordinator
