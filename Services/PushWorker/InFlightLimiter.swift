@@ -7,7 +7,8 @@ import Locking
 public final class InFlightLimiter: Sendable {
     private struct State {
         var available: Int
-        var waiters: Deque<(id: UInt64, continuation: CheckedContinuation<Bool, Never>)> = []
+        /// Each waiter with the slots it asks for, served in order.
+        var waiters: Deque<(id: UInt64, count: Int, continuation: CheckedContinuation<Bool, Never>)> = []
         var nextID: UInt64 = 0
         var abandoned: Set<UInt64> = []
     }
@@ -23,12 +24,19 @@ public final class InFlightLimiter: Sendable {
     /// Takes a slot, waiting for one if necessary. Returns false, without a slot, when the
     /// waiting task is cancelled.
     public func acquire() async -> Bool {
+        await acquire(count: 1)
+    }
+
+    /// Takes `count` slots at once (a run of deliveries; at most `limit`), waiting until that many
+    /// are free. Returns false, without any slot, when the waiting task is cancelled.
+    public func acquire(count requested: Int) async -> Bool {
+        let count = min(max(1, requested), limit)
         if Task.isCancelled { return false }
         // Fast path: a free slot is taken without suspending (a continuation would re-enqueue the
         // consume loop on the executor once per event even when nothing has to wait).
         let taken = state.withLock { state -> UInt64? in
-            if state.available > 0, state.waiters.isEmpty {
-                state.available -= 1
+            if state.available >= count, state.waiters.isEmpty {
+                state.available -= count
                 return nil
             }
             state.nextID += 1
@@ -39,36 +47,59 @@ public final class InFlightLimiter: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let granted = state.withLock { state -> Bool? in
                     if state.abandoned.remove(id) != nil { return false }
-                    if state.available > 0 {
-                        state.available -= 1
+                    if state.available >= count, state.waiters.isEmpty {
+                        state.available -= count
                         return true
                     }
-                    state.waiters.append((id, continuation))
+                    state.waiters.append((id, count, continuation))
                     return nil
                 }
                 if let granted { continuation.resume(returning: granted) }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            let (waiter, granted) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, [CheckedContinuation<Bool, Never>]) in
                 if let index = state.waiters.firstIndex(where: { $0.id == id }) {
-                    return state.waiters.remove(at: index).continuation
+                    let waiter = state.waiters.remove(at: index).continuation
+                    // A large request leaving the head may let smaller ones behind it in.
+                    return (waiter, Self.grant(&state))
                 }
                 state.abandoned.insert(id)
-                return nil
+                return (nil, [])
             }
             waiter?.resume(returning: false)
+            for next in granted { next.resume(returning: true) }
         }
     }
 
     /// Returns a slot (to the longest waiter, if any).
     public func release() {
-        let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-            if let waiter = state.waiters.popFirst() { return waiter.continuation }
-            state.available = min(state.available + 1, limit)
-            return nil
-        }
-        next?.resume(returning: true)
+        release(count: 1)
     }
+
+    /// Returns `count` slots (to the longest waiters they satisfy, in order).
+    public func release(count: Int) {
+        guard count > 0 else { return }
+        let granted = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            state.available = min(state.available + count, limit)
+            return Self.grant(&state)
+        }
+        for next in granted { next.resume(returning: true) }
+    }
+
+    /// Hands free slots to the waiters at the head whose requests fit, in order (a later, smaller
+    /// request does not overtake a larger one: it would starve it).
+    private static func grant(_ state: inout State) -> [CheckedContinuation<Bool, Never>] {
+        var granted: [CheckedContinuation<Bool, Never>] = []
+        while let first = state.waiters.first, first.count <= state.available {
+            state.available -= first.count
+            state.waiters.removeFirst()
+            granted.append(first.continuation)
+        }
+        return granted
+    }
+
+    /// Requests waiting for slots.
+    var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Slots in use.
     public var inUse: Int { state.withLock { limit - $0.available } }

@@ -28,6 +28,14 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
             if let message = held.nextHeld() { return message }
             return try await held.next()
         }
+
+        /// Every message the iterator holds that is still valid for the current assignment, at
+        /// once (waiting for the consumer's next batch when it holds none), in the order `next()`
+        /// would give them; `nil` once the consumer shut down. Never empty. The messages are the
+        /// caller's from then on: an iterator dropped later does not give them back.
+        public mutating func nextBatch() async throws -> [KafkaConsumerMessage]? {
+            try await held.nextBatch()
+        }
     }
 }
 
@@ -62,6 +70,33 @@ final class HeldMessages {
         guard index < batch.count, consumer.epochMirror.load(ordering: .acquiring) == epoch else { return nil }
         index += 1
         return batch[index - 1]
+    }
+
+    func nextBatch() async throws -> [KafkaConsumerMessage]? {
+        while true {
+            if index < batch.count {
+                if consumer.epochMirror.load(ordering: .acquiring) != epoch {
+                    let remaining = MessageBatch(epoch: epoch, messages: Array(batch[index...]))
+                    let filtered = consumer.state.withLock { $0.filtered(remaining) }
+                    batch = filtered.messages
+                    index = 0
+                    epoch = filtered.epoch
+                    continue
+                }
+                let taken = index == 0 ? batch : Array(batch[index...])
+                batch = []
+                index = 0
+                return taken
+            }
+            guard let next = try await consumer.nextBatch() else {
+                batch = []
+                index = 0
+                return nil
+            }
+            batch = next.messages
+            index = 0
+            epoch = next.epoch
+        }
     }
 
     func next() async throws -> KafkaConsumerMessage? {
