@@ -136,7 +136,7 @@ public struct CallSubmission: Sendable, Hashable, Codable {
                 throw DispatchProblem.invalid(field, Self.spoofingDetail)
             }
         }
-        for (key, value) in attributes where (key + value).unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        for (key, value) in attributes where Self.hasControl(key) || Self.hasControl(value) {
             throw DispatchProblem.invalid("attributes.\(key.prefix(64))", Self.controlDetail)
         }
         let timeout = ringTimeoutSeconds ?? limits.defaultRingTimeoutSeconds
@@ -162,6 +162,12 @@ public struct CallSubmission: Sendable, Hashable, Codable {
     /// Whether `problem` comes from a rule of the API alone (stricter than the event contract).
     static func apiOnlyRule(_ problem: DispatchProblem) -> Bool {
         problem.detail.hasSuffix(spoofingDetail) || (problem.field?.hasPrefix("attributes.") == true && problem.detail.hasSuffix(controlDetail))
+    }
+
+    /// Whether `text` has a control character (general category Cc: U+0000–U+001F, U+007F–U+009F),
+    /// without a Unicode property lookup for ASCII (nearly every attribute).
+    static func hasControl(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x80 ? $0.value < 0x20 || $0.value == 0x7F : $0.properties.generalCategory == .control }
     }
 
     static let spoofingDetail = "contains bidirectional or invisible formatting characters"

@@ -98,7 +98,7 @@ public final class DispatchAPI: Sendable {
         case .replay(let stored): return Self.json(.accepted, stored, location: "/v1/calls/\(callId)")
         case .proceed: break
         }
-        let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
+        let deviceKeys = rings.map { DeviceKey.fromToken($0.device.token) }
         for (index, deviceKey) in deviceKeys.enumerated() {
             if let wait = ringLimiterPerDevice.acquire(submission.app + "/" + deviceKey) {
                 idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: nil)
@@ -185,7 +185,7 @@ public final class DispatchAPI: Sendable {
 
     /// Authenticates the bearer key and takes a rate-limit token.
     func authorize(_ request: Request) throws(DispatchProblem) -> APIKey {
-        guard let header = request.headers[.authorization] else { throw DispatchProblem.missingKey }
+        guard let header = Self.authorizationHeader(request.headers) else { throw DispatchProblem.missingKey }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw DispatchProblem.missingKey }
         var presented = parts[1].drop(while: { $0 == " " || $0 == "\t" })
@@ -195,6 +195,18 @@ public final class DispatchAPI: Sendable {
         }
         if let wait = rateLimiter.acquire(key) { throw DispatchProblem.rateLimited(retryAfter: wait) }
         return key
+    }
+
+    /// The `Authorization` value: a lone field's value as it is (`HTTPFields`' subscript joins
+    /// every value into a new string, a copy per request); several fields joined as that
+    /// subscript joins them (such a value is never a valid key).
+    static func authorizationHeader(_ fields: HTTPFields) -> String? {
+        var value: String?
+        for field in fields where field.name == .authorization {
+            guard value == nil else { return fields[.authorization] }
+            value = field.value
+        }
+        return value
     }
 
     /// The body, refused with 413 beyond `limit` (by Content-Length first, then while reading)

@@ -42,6 +42,8 @@ public final class IdempotencyStore: Sendable {
         /// waiters of forgotten in-flight entries (they run their request again).
         mutating func evict(now: Double, window: Double, budget: Int) -> [CheckedContinuation<Void, Never>] {
             var woken: [CheckedContinuation<Void, Never>] = []
+            // Nothing is older than the front entry's stamp: most calls need no lookup at all.
+            guard bytes > budget || (order.frontStamp ?? .infinity) < now - window else { return woken }
             while let oldest = order.oldest(in: entries, stamp: \.storedAt),
                   oldest.stamp < now - window || bytes > budget {
                 order.removeOldest()

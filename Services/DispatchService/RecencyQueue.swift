@@ -11,6 +11,10 @@ struct RecencyQueue<Key: Hashable> {
 
     var count: Int { entries.count }
 
+    /// The stamp the front entry was queued with: no key's latest stamp is older, so nothing is
+    /// older than this (nil when empty). A cheap check before ``oldest(in:stamp:)``.
+    var frontStamp: Double? { entries.first?.stamp }
+
     /// Queues a key that is not queued yet (a new key), stamped `stamp`.
     mutating func append(_ key: Key, stamp: Double) {
         entries.append((key, stamp))

@@ -35,8 +35,8 @@ public final class StatusView: Sendable {
 
     struct State {
         var calls: [CallKey: Entry] = [:]
-        /// The tenants that have a call of this id (nearly always one).
-        var tenantsOf: [String: [String]] = [:]
+        /// The tenants that have a call of this id (nearly always one, kept without an array).
+        var tenantsOf: [String: Tenants] = [:]
         var usage: [String: Usage] = [:]
         var bytes = 0
         var subscribers: [CallKey: [Int: EventBuffer]] = [:]
@@ -46,29 +46,43 @@ public final class StatusView: Sendable {
         /// whose deliveries include the device.
         func route(_ status: CallStatus) -> CallKey {
             if let tenant = status.tenant { return CallKey(tenant: tenant, callId: status.callId) }
-            let tenants = tenantsOf[status.callId] ?? []
-            if tenants.count == 1 { return CallKey(tenant: tenants[0], callId: status.callId) }
-            for tenant in tenants {
+            guard let tenants = tenantsOf[status.callId] else { return CallKey(tenant: nil, callId: status.callId) }
+            if tenants.more.isEmpty, let only = tenants.first { return CallKey(tenant: only, callId: status.callId) }
+            for tenant in tenants.all {
                 let key = CallKey(tenant: tenant, callId: status.callId)
                 if calls[key]?.view.deliveries.contains(where: { $0.deviceKey == status.deviceKey }) == true { return key }
             }
             return CallKey(tenant: nil, callId: status.callId)
         }
 
-        /// Stores `view` under `key`, updating the byte counts and the key's recency.
-        mutating func store(_ view: CallView, at key: CallKey, now: Double) {
-            let bytes = view.estimatedBytes
-            if let old = calls[key] {
-                self.bytes += bytes - old.bytes
-                usage[key.tenant, default: Usage()].bytes += bytes - old.bytes
-            } else {
-                self.bytes += bytes
-                usage[key.tenant, default: Usage()].bytes += bytes
-                usage[key.tenant, default: Usage()].order.append(key, stamp: now)
-                tenantsOf[key.callId, default: []].append(key.tenant)
+        /// Changes the call under `key` in place (a new one for `tenant` when unknown), updating the
+        /// byte counts and the key's recency. One lookup of the call, and no copy of its arrays
+        /// (a copy taken out and stored back made every change copy the call's events).
+        mutating func update<Result>(_ key: CallKey, tenant: String?, now: Double, _ change: (inout CallView) -> Result) -> Result {
+            var old = -1
+            let (result, added) = Self.change(&calls[key, default: Entry(view: CallView(callId: key.callId, tenant: tenant), bytes: -1, touched: now)]) {
+                entry -> (Result, Int) in
+                old = entry.bytes
+                let result = change(&entry.view)
+                entry.bytes = entry.view.estimatedBytes
+                entry.touched = now
+                return (result, entry.bytes - max(old, 0))
             }
-            calls[key] = Entry(view: view, bytes: bytes, touched: now)
+            let isNew = old < 0
+            bytes += added
+            // One lookup of the tenant's usage (a ring or status changes it on every request).
+            Self.change(&usage[key.tenant, default: Usage()]) { usage in
+                usage.bytes += added
+                if isNew { usage.order.append(key, stamp: now) }
+            }
+            if isNew {
+                Self.change(&tenantsOf[key.callId, default: Tenants()]) { $0.insert(key.tenant) }
+            }
+            return result
         }
+
+        /// Runs `body` on `value` (lets one dictionary access serve a read and a write).
+        static func change<Value, Result>(_ value: inout Value, _ body: (inout Value) -> Result) -> Result { body(&value) }
 
         /// Forgets the oldest call of `tenant` (found by ``RecencyQueue/oldest(in:stamp:)``).
         mutating func removeOldest(of tenant: String, key: CallKey) -> [EventBuffer] {
@@ -77,8 +91,7 @@ public final class StatusView: Sendable {
             bytes -= entry.bytes
             usage[tenant]?.bytes -= entry.bytes
             if usage[tenant]?.order.count == 0 { usage[tenant] = nil }
-            tenantsOf[key.callId]?.removeAll { $0 == key.tenant }
-            if tenantsOf[key.callId]?.isEmpty == true { tenantsOf[key.callId] = nil }
+            if tenantsOf[key.callId]?.remove(key.tenant) == true { tenantsOf[key.callId] = nil }
             return subscribers.removeValue(forKey: key).map { Array($0.values) } ?? []
         }
 
@@ -86,7 +99,11 @@ public final class StatusView: Sendable {
         /// largest tenant while over `budget`. Returns the buffers of streams whose call went.
         mutating func evict(now: Double, window: Double, budget: Int) -> [EventBuffer] {
             var ended: [EventBuffer] = []
-            for tenant in Array(usage.keys) {
+            // Only tenants whose front entry is older than the window can have a call to forget (an
+            // entry's stamp is at most its call's last change): no list of every tenant per change.
+            var aged: [String] = []
+            for (tenant, usage) in usage where (usage.order.frontStamp ?? .infinity) < now - window { aged.append(tenant) }
+            for tenant in aged {
                 while let oldest = usage[tenant]?.order.oldest(in: calls, stamp: \.touched), oldest.stamp < now - window {
                     ended += removeOldest(of: tenant, key: oldest.key)
                 }
@@ -99,6 +116,30 @@ public final class StatusView: Sendable {
                 ended += removeOldest(of: tenant, key: oldest.key)
             }
             return ended
+        }
+    }
+
+    /// The tenants of one call id: the first inline, any others in an array (empty, so no
+    /// allocation, for nearly every call).
+    struct Tenants {
+        var first: String?
+        var more: [String] = []
+
+        var all: [String] { (first.map { [$0] } ?? []) + more }
+
+        /// Adds a tenant not present yet.
+        mutating func insert(_ tenant: String) {
+            if first == nil { first = tenant } else { more.append(tenant) }
+        }
+
+        /// Removes `tenant`; true when none is left.
+        mutating func remove(_ tenant: String) -> Bool {
+            if first == tenant {
+                first = more.isEmpty ? nil : more.removeFirst()
+            } else {
+                more.removeAll { $0 == tenant }
+            }
+            return first == nil
         }
     }
 
@@ -119,7 +160,7 @@ public final class StatusView: Sendable {
     /// Every tenant's call of this id (an ack names only the call id and the device).
     public func calls(callId: String) -> [CallView] {
         state.withLock { state in
-            (state.tenantsOf[callId] ?? []).compactMap { state.calls[CallKey(tenant: $0, callId: callId)]?.view }
+            (state.tenantsOf[callId]?.all ?? []).compactMap { state.calls[CallKey(tenant: $0, callId: callId)]?.view }
         }
     }
 
@@ -137,14 +178,14 @@ public final class StatusView: Sendable {
     public func apply(rings: [RingRequest], deviceKeys: [String]? = nil, partition: Int32?) {
         guard let first = rings.first else { return }
         let key = CallKey(tenant: first.tenant, callId: first.callId)
-        let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
+        let keys = deviceKeys ?? rings.map { DeviceKey.fromToken($0.device.token) }
         let time = retention.now()
         let ended = state.withLock { state -> [EventBuffer] in
-            var call = state.calls[key]?.view ?? CallView(callId: key.callId, tenant: first.tenant)
-            for (ring, deviceKey) in zip(rings, keys) where ring.callId == key.callId && ring.tenant == first.tenant {
-                call.apply(ring: ring, deviceKey: deviceKey, partition: partition)
+            state.update(key, tenant: first.tenant, now: time) { call in
+                for (ring, deviceKey) in zip(rings, keys) where ring.callId == key.callId && ring.tenant == first.tenant {
+                    call.apply(ring: ring, deviceKey: deviceKey, partition: partition)
+                }
             }
-            state.store(call, at: key, now: time)
             return state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
         }
         for buffer in ended { buffer.finish(complete: false) }
@@ -161,13 +202,13 @@ public final class StatusView: Sendable {
         let time = retention.now()
         let (notify, complete, eventID, ended) = state.withLock { state in
             let key = state.route(status)
-            var call = state.calls[key]?.view ?? CallView(callId: status.callId, tenant: status.tenant)
-            let eventID = offset ?? call.lastEventID + 1
-            let changed = call.apply(status: status, partition: partition, eventID: eventID)
-            state.store(call, at: key, now: time)
+            let (changed, eventID, complete) = state.update(key, tenant: status.tenant, now: time) { call in
+                let eventID = offset ?? call.lastEventID + 1
+                return (call.apply(status: status, partition: partition, eventID: eventID), eventID, call.isComplete)
+            }
             let ended = state.evict(now: time, window: retention.window, budget: retention.budgetBytes)
             let notify = changed ? Array((state.subscribers[key] ?? [:]).values) : []
-            return (notify, call.isComplete, eventID, ended)
+            return (notify, complete, eventID, ended)
         }
         for buffer in ended { buffer.finish(complete: false) }
         guard !notify.isEmpty else { return 0 }
