@@ -1,3 +1,4 @@
+import CallpushTestSupport
 import Testing
 
 @testable import Kafka
