@@ -10,6 +10,9 @@ public final class InFlightLimiter: Sendable {
         /// Each waiter with the slots it asks for, served in order.
         var waiters: Deque<(id: UInt64, count: Int, continuation: CheckedContinuation<Bool, Never>)> = []
         var nextID: UInt64 = 0
+        /// Requests that must wait, between the fast path's check and joining `waiters`.
+        var joining: Set<UInt64> = []
+        /// Requests cancelled while `joining`: they give up as they join.
         var abandoned: Set<UInt64> = []
     }
 
@@ -40,12 +43,14 @@ public final class InFlightLimiter: Sendable {
                 return nil
             }
             state.nextID += 1
+            state.joining.insert(state.nextID)
             return state.nextID
         }
         guard let id = taken else { return true }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let granted = state.withLock { state -> Bool? in
+                    state.joining.remove(id)
                     if state.abandoned.remove(id) != nil { return false }
                     if state.available >= count, state.waiters.isEmpty {
                         state.available -= count
@@ -63,7 +68,8 @@ public final class InFlightLimiter: Sendable {
                     // A large request leaving the head may let smaller ones behind it in.
                     return (waiter, Self.grant(&state))
                 }
-                state.abandoned.insert(id)
+                // Not waiting: about to join (it gives up then), or already granted (it keeps its slots).
+                if state.joining.contains(id) { state.abandoned.insert(id) }
                 return (nil, [])
             }
             waiter?.resume(returning: false)
@@ -100,6 +106,9 @@ public final class InFlightLimiter: Sendable {
 
     /// Requests waiting for slots.
     var waiting: Int { state.withLock { $0.waiters.count } }
+
+    /// Cancelled requests remembered until they join the queue (none once every request returned).
+    var abandonedCount: Int { state.withLock { $0.abandoned.count } }
 
     /// Slots in use.
     public var inUse: Int { state.withLock { limit - $0.available } }

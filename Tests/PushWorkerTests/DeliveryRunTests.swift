@@ -253,4 +253,19 @@ struct DeliveryRunTests {
         #expect(order.withLock { $0 } == ["four", "one"])
         #expect(limiter.inUse == 1)
     }
+
+    @Test("a request cancelled after it was granted keeps its slots and leaves nothing remembered")
+    func limiterForgetsGrantedRequests() async {
+        let limiter = InFlightLimiter(limit: 1)
+        for _ in 0..<200 {
+            #expect(await limiter.acquire())
+            let waiter = Task { await limiter.acquire() }
+            while limiter.waiting < 1 { await Task.yield() }
+            limiter.release()  // granted to the waiter...
+            waiter.cancel()  // ...which is cancelled before (or after) it returns
+            if await waiter.value { limiter.release() }
+        }
+        #expect(limiter.abandonedCount == 0, "cancelled-after-grant requests are not remembered forever")
+        #expect(limiter.inUse == 0)
+    }
 }
