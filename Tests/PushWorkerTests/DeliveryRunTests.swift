@@ -96,17 +96,86 @@ struct DeliveryRunTests {
     /// (as sent) only once the test opens `release`.
     final class HoldingSender: VoIPPushSending {
         let heldToken: String
+        /// What the held push is answered once released.
+        let heldAnswer: PushAttempt.Disposition
         let release = PartitionCoordinatorTests.Gate()
         private let holding = Locked(false)
-        init(heldToken: String) { self.heldToken = heldToken }
+        private let cancelled = Locked(false)
+        init(heldToken: String, heldAnswer: PushAttempt.Disposition = .sent) {
+            self.heldToken = heldToken
+            self.heldAnswer = heldAnswer
+        }
         /// The held push has reached the sender.
         var isHolding: Bool { holding.withLock { $0 } }
+        /// The task sending the held push was cancelled while it was held.
+        var wasCancelled: Bool { cancelled.withLock { $0 } }
         func send(_ push: VoIPPush) async -> PushAttempt {
             if push.deviceToken == heldToken {
                 holding.withLock { $0 = true }
-                await release.pass()
+                // Like a request already on the wire: cancelling the caller does not take it back.
+                await withTaskCancellationHandler { await release.pass() } onCancel: { cancelled.withLock { $0 = true } }
+                return PushAttempt(disposition: heldAnswer, status: heldAnswer == .sent ? 200 : 500, apnsID: push.apnsID)
             }
             return PushAttempt(disposition: .sent, status: 200, apnsID: push.apnsID)
+        }
+    }
+
+    @Test("a revoke past the drain bound cancels a run with a push unanswered: the rings answered before keep their stored offsets; a late answer that rang the phone is still written, one that did not is handed back to be pushed again",
+          arguments: [PushAttempt.Disposition.sent, .retry])
+    func revokeCancelsARunWithAPushUnanswered(lateAnswer: PushAttempt.Disposition) async throws {
+        let rings = (0..<3).map { makeRing(token: String(repeating: "3\($0)", count: 32)) }
+        let held = rings[2]
+        let sender = HoldingSender(heldToken: held.device.token, heldAnswer: lateAnswer)
+        let publisher = RecordingPublisher()
+        let dedupe = PartitionDedupe(retention: .seconds(60), capacity: 100)
+        let processor = DeliveryProcessor(
+            settings: DeliveryProcessor.Settings(workerID: "test-worker", apps: ["rider"], retry: RetryPolicy(),
+                                                 attemptTimeout: TestTiming.scaled(.seconds(2))),
+            sender: sender, publisher: publisher, cancels: CancelSignals(), dedupe: dedupe,
+            ackTokens: try AckTokenSigner(secret: testSecret), credentials: CredentialCircuit(),
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let events = try rings.enumerated().map { try event(.ring($1), offset: Int64($0)) }
+        let stores = Stores()
+        let coordinator = PartitionCoordinator(
+            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .milliseconds(50),
+            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, leftoverBound: .seconds(3600),
+            logger: Logger(label: "run-tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+        await coordinator.assigned([0])
+        let results = Locked<[Int: DeliveryResult]>([:])
+        guard case .started = coordinator.start(run: events, { run in
+            guard coordinator.beginWork(run) else { return }
+            let items = events.map { (intake: processor.intake($0), event: $0) }
+            await processor.process(run: items) { ended in
+                results.withLock { for (index, result) in ended { $0[index] = result } }
+                run.finish(ended)
+            }
+        }) else { Issue.record("run not started"); return }
+
+        try await withTimeout("the quick rings stored", seconds: 30) {
+            while stores.all.last != 2 || !sender.isHolding { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        let revoke = Task { await coordinator.revoked([0]) }
+        try await withTimeout("the run cancelled past the drain bound", seconds: 30) {
+            while !sender.wasCancelled { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        sender.release.open()  // the answer arrives after the cancel
+        await revoke.value
+
+        let heldStates = publisher.statuses.filter { $0.callId == held.callId }.map(\.state)
+        let key = DeliveryKey(callId: held.callId, deviceKey: DeviceKey.make(token: held.device.token), replay: held.replay)
+        if lateAnswer == .sent {
+            #expect(heldStates == [.sent], "the phone rang: its status is written even though the run was cancelled")
+            #expect(results.withLock { $0[2] } == .finished(.sent))
+            #expect(stores.all.last == 3, "its offset is stored: the next owner does not ring it again")
+            #expect(dedupe.store(for: 0).contains(key), "a copy seen again is answered duplicate")
+        } else {
+            #expect(!heldStates.contains { $0.isTerminal }, "no outcome for a ring that did not ring")
+            #expect(results.withLock { $0[2] } == .handedBack)
+            #expect(stores.all.last == 2, "its offset stays unstored: the next owner pushes it")
+            #expect(!dedupe.store(for: 0).contains(key), "a copy seen again is pushed, not answered duplicate")
+        }
+        for index in 0..<2 {
+            #expect(publisher.statuses.filter { $0.callId == rings[index].callId }.map(\.state) == [.sent])
         }
     }
 
@@ -199,6 +268,37 @@ struct DeliveryRunTests {
         first.open()
         while coordinator.inFlightCount > 0 { await Task.yield() }
         #expect(stores.all == [3])
+    }
+
+    @Test("messages of a fetched batch that became stale while the consume loop held them (their partition revoked and assigned again) begin nothing; the re-delivered copies then run")
+    func staleMessagesOfAHeldBatchBeginNothing() async throws {
+        let stores = Stores()
+        let coordinator = PartitionCoordinator(
+            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .seconds(3600),
+            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, logger: Logger(label: "run-tests"))
+        await coordinator.assigned([0])
+        let ran = Locked<[[Int64]]>([])
+        let work: @Sendable (DeliveryRun) async -> Void = { run in
+            guard coordinator.beginWork(run) else { return }
+            ran.withLock { $0.append(run.tickets.map(\.offset)) }
+            for index in run.tickets.indices { run.finish(index, .finished(.sent)) }
+        }
+        // The loop held offsets 5..<10 of the old assignment; the new one re-delivers from 3.
+        await coordinator.revoked([0])
+        await coordinator.assigned([0])
+        guard case .stale = coordinator.start(run: events(5..<10), isCurrent: { _ in false }, work) else {
+            Issue.record("a stale run was begun"); return
+        }
+        guard case .started(let begun) = coordinator.start(run: events(3..<10), work) else { Issue.record("re-delivered run not started"); return }
+        #expect(begun == Array(0..<7))
+        while coordinator.inFlightCount > 0 || ran.withLock({ $0.isEmpty }) { await Task.yield() }
+        #expect(ran.withLock { $0 } == [Array(3..<10)], "only the re-delivered copies ran, each once")
+        #expect(stores.all.last == 10)
+        // A run mixing both (a message checked as stale is left out; the others still run).
+        guard case .started(let mixed) = coordinator.start(run: events(10..<14), isCurrent: { $0 != 1 }, work) else {
+            Issue.record("mixed run not started"); return
+        }
+        #expect(mixed == [0, 2, 3])
     }
 
     @Test("a revoke hands back at once a run still waiting for its slots, and lets a begun run finish and store its offsets")
