@@ -173,6 +173,29 @@ public struct DeliveryProcessor: Sendable {
     // MARK: - Ring
 
     private func deliver(_ ring: RingRequest, event: InboundEvent) async -> DeliveryResult {
+        switch admit(ring, event: event) {
+        case .duplicate(let status):
+            return await finish(status, event: event, platform: ring.device.platform)
+        case .done(let result):
+            return await result()
+        case .delivery(let delivery):
+            let action = delivery.machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
+            return await drive(delivery, from: action)
+        }
+    }
+
+    /// What `admit` made of a ring.
+    private enum Admitted {
+        /// A ring that passed dedupe, ready for its first step.
+        case delivery(Delivery)
+        /// A duplicate: this status is its outcome.
+        case duplicate(CallStatus)
+        /// A ring whose payload cannot be built: its outcome is written by this.
+        case done(@Sendable () async -> DeliveryResult)
+    }
+
+    /// Dedupe, then the payload of a ring (synchronous).
+    private func admit(_ ring: RingRequest, event: InboundEvent) -> Admitted {
         let deviceKey = DeviceKey.make(token: ring.device.token)
         let status = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app,
                                 state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID,
@@ -194,19 +217,8 @@ public struct DeliveryProcessor: Sendable {
             log(.info, "duplicate delivery, not pushed")
             var duplicate = status
             duplicate.state = .duplicate
-            return await finish(duplicate, event: event, platform: ring.device.platform)
+            return .duplicate(duplicate)
         }
-        let (result, accepted) = await run(ring, event: event, status: status, deviceKey: deviceKey, log: log)
-        // Handed back without a durable outcome: the next copy must not be answered `duplicate` — unless
-        // APNs accepted a push of it (then answering `duplicate` is right, and pushing again is not).
-        if result == .handedBack, !accepted { store.remove(key) }
-        return result
-    }
-
-    /// A delivery that passed dedupe, driven through `DeliveryStateMachine`. Returns the result and
-    /// whether APNs accepted a push of it.
-    private func run(_ ring: RingRequest, event: InboundEvent, status: CallStatus, deviceKey: String,
-                     log: DeliveryLog) async -> (DeliveryResult, accepted: Bool) {
         // The same payload for both platforms: JSON for APNs, FCM's string map for Android.
         var payload = Data()
         var data: [String: String] = [:]
@@ -218,66 +230,324 @@ public struct DeliveryProcessor: Sendable {
             case .android: data = try voip.fcmData()
             }
         } catch {
-            return (await reject(event, error: error, ring: ring), false)
+            return .done {
+                let result = await reject(event, error: error, ring: ring)
+                if result == .handedBack { store.remove(key) }
+                return result
+            }
         }
-        let apnsID = APNSID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay)
-        let scope = CredentialScope(app: ring.app, device: ring.device)
-        let platform = ring.device.platform
-        var machine = DeliveryStateMachine(ring: ring, status: status,
-                                           settings: .init(retry: settings.retry, attemptTimeout: settings.attemptTimeout))
+        return .delivery(Delivery(
+            ring: ring, event: event, log: log, payload: payload, data: data,
+            apnsID: APNSID.make(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay),
+            scope: CredentialScope(app: ring.app, device: ring.device), store: store, key: key,
+            machine: DeliveryStateMachine(ring: ring, status: status,
+                                          settings: .init(retry: settings.retry, attemptTimeout: settings.attemptTimeout))))
+    }
+
+    /// A ring that passed dedupe, with what its pushes need. A class: a run hands each delivery
+    /// from step to step, and a copy of this many fields would cost a retain and a release each.
+    /// `@unchecked Sendable`: one task at a time owns it (the run's, or the one it continues alone in).
+    private final class Delivery: @unchecked Sendable {
+        let ring: RingRequest
+        let event: InboundEvent
+        let log: DeliveryLog
+        let payload: Data
+        let data: [String: String]
+        let apnsID: String
+        let scope: CredentialScope
+        let store: PartitionDedupeStore
+        let key: DeliveryKey
+        var machine: DeliveryStateMachine
+        /// Whether APNs (or FCM) accepted a push of it.
         var accepted = false
-        var action = machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
+
+        init(ring: RingRequest, event: InboundEvent, log: DeliveryLog, payload: Data, data: [String: String], apnsID: String,
+             scope: CredentialScope, store: PartitionDedupeStore, key: DeliveryKey, machine: DeliveryStateMachine) {
+            self.ring = ring
+            self.event = event
+            self.log = log
+            self.payload = payload
+            self.data = data
+            self.apnsID = apnsID
+            self.scope = scope
+            self.store = store
+            self.key = key
+            self.machine = machine
+        }
+
+        var platform: DevicePlatform { ring.device.platform }
+
+        func push(deadline: Date) -> VoIPPush {
+            switch platform {
+            case .ios:
+                VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment ?? .production,
+                         apnsID: apnsID, expiration: ring.ringDeadline, payload: payload, deadline: deadline)
+            case .android:
+                VoIPPush(app: ring.app, fcmToken: ring.device.token, data: data, collapseKey: ring.callId,
+                         expiration: ring.ringDeadline, deadline: deadline)
+            }
+        }
+    }
+
+    /// The credential circuit's answer for the delivery's next push.
+    private func admitted(_ delivery: Delivery) -> DeliveryStateMachine.Action {
+        let at = now()
+        return delivery.machine.admitted(credentials.admit(delivery.scope, now: at), now: at, taskCancelled: Task.isCancelled)
+    }
+
+    /// What the delivery learns from an attempt's answer.
+    private func answered(_ delivery: Delivery, _ attempt: PushAttempt, latency: Duration) -> DeliveryStateMachine.Action {
+        metrics?.pushLatency(app: delivery.ring.app, platform: delivery.platform, latency)
+        delivery.accepted = delivery.accepted || attempt.disposition == .sent
+        recordCredentialEvidence(delivery.machine.credentialEvidence(of: attempt), scope: delivery.scope,
+                                 probe: delivery.machine.probing, reason: attempt.reason)
+        return delivery.machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(delivery.ring))
+    }
+
+    /// Logs a delivery's outcome as it is about to be written.
+    private func logOutcome(_ outcome: CallStatus, pushed: Bool, _ delivery: Delivery) {
+        let platform = delivery.platform
+        switch outcome.state {
+        case .sent:
+            delivery.log(.info, "push sent", metadata: ["push.attempt": "\(outcome.attempt)", "push.platform": "\(platform.rawValue)"])
+        case .failed where pushed:
+            delivery.log(.warning, "push failed", metadata: ["push.reason": "\(outcome.apns?.reason ?? outcome.fcm?.errorCode ?? "-")",
+                                                              "push.status": "\(outcome.apns?.status ?? outcome.fcm?.status ?? 0)",
+                                                              "push.platform": "\(platform.rawValue)"])
+        default:
+            break
+        }
+    }
+
+    /// Drives a delivery that passed dedupe through `DeliveryStateMachine` from `action` to its
+    /// result. Handed back without a durable outcome, its dedupe entry is removed so the next copy
+    /// is not answered `duplicate` — unless APNs accepted a push of it (then answering `duplicate`
+    /// is right, and pushing again is not).
+    private func drive(_ delivery: Delivery, from start: DeliveryStateMachine.Action) async -> DeliveryResult {
+        let result = await steps(delivery, from: start)
+        if result == .handedBack, !delivery.accepted { delivery.store.remove(delivery.key) }
+        return result
+    }
+
+    private func steps(_ delivery: Delivery, from start: DeliveryStateMachine.Action) async -> DeliveryResult {
+        let ring = delivery.ring
+        let event = delivery.event
+        let platform = delivery.platform
+        var action = start
         while true {
             switch action {
             case .admit:
-                let at = now()
-                action = machine.admitted(credentials.admit(scope, now: at), now: at, taskCancelled: Task.isCancelled)
+                action = admitted(delivery)
             case .push(let deadline):
-                let push = switch platform {
-                case .ios:
-                    VoIPPush(app: ring.app, deviceToken: ring.device.token, environment: ring.device.environment ?? .production,
-                             apnsID: apnsID, expiration: ring.ringDeadline, payload: payload, deadline: deadline)
-                case .android:
-                    VoIPPush(app: ring.app, fcmToken: ring.device.token, data: data, collapseKey: ring.callId,
-                             expiration: ring.ringDeadline, deadline: deadline)
-                }
-                let attemptSpan = event.trace?.pushAttempt(machine.status.attempt, platform: platform)
+                let attemptSpan = event.trace?.pushAttempt(delivery.machine.status.attempt, platform: platform)
                 let sentAt = ContinuousClock.now
-                let attempt = await sender.send(push)
-                metrics?.pushLatency(app: ring.app, platform: platform, ContinuousClock.now - sentAt)
+                let attempt = await sender.send(delivery.push(deadline: deadline))
                 if let attemptSpan { DeliveryTrace.end(attemptSpan, with: attempt, platform: platform) }
-                accepted = accepted || attempt.disposition == .sent
-                recordCredentialEvidence(machine.credentialEvidence(of: attempt), scope: scope, probe: machine.probing, reason: attempt.reason)
-                action = machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(ring))
+                action = answered(delivery, attempt, latency: ContinuousClock.now - sentAt)
             case .recordRetry(let retrying, let reason):
                 metrics?.retry(app: ring.app, platform: platform, reason: reason)
-                log(.info, "push will be retried", metadata: ["push.reason": "\(reason ?? "-")", "push.platform": "\(platform.rawValue)"])
+                delivery.log(.info, "push will be retried", metadata: ["push.reason": "\(reason ?? "-")", "push.platform": "\(platform.rawValue)"])
                 // A `retrying` status the topic refuses for good is only information lost: go on retrying.
                 if case .handedBack = await writeStatus(retrying, event: event) {
-                    return (.handedBack, accepted)
+                    return .handedBack
                 }
-                action = machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring), taskCancelled: Task.isCancelled)
+                action = delivery.machine.retryRecorded(now: now(), callCancelled: cancels.isCancelled(ring), taskCancelled: Task.isCancelled)
             case .backOff(let delay):
                 let backingOff = event.trace?.child(SpanName.backoff)
                 defer { backingOff?.end() }
                 let cancelled = await cancels.sleep(for: delay, unlessCancelled: ring.cancelScope)
-                action = machine.wokeUp(now: now(), callCancelled: cancelled, taskCancelled: Task.isCancelled)
+                action = delivery.machine.wokeUp(now: now(), callCancelled: cancelled, taskCancelled: Task.isCancelled)
             case .finish(let outcome, let deadLetter, let pushed):
-                switch outcome.state {
-                case .sent:
-                    log(.info, "push sent", metadata: ["push.attempt": "\(outcome.attempt)", "push.platform": "\(platform.rawValue)"])
-                case .failed where pushed:
-                    log(.warning, "push failed", metadata: ["push.reason": "\(outcome.apns?.reason ?? outcome.fcm?.errorCode ?? "-")",
-                                                            "push.status": "\(outcome.apns?.status ?? outcome.fcm?.status ?? 0)",
-                                                            "push.platform": "\(platform.rawValue)"])
-                default:
-                    break
-                }
-                return (await finish(outcome, event: event, platform: platform, deadLetter: deadLetter, evenIfCancelled: pushed), accepted)
+                logOutcome(outcome, pushed: pushed, delivery)
+                return await finish(outcome, event: event, platform: platform, deadLetter: deadLetter, evenIfCancelled: pushed)
             case .handBack:
-                return (.handedBack, accepted)
+                return .handedBack
             }
         }
+    }
+
+    // MARK: - Runs
+
+    /// Processes a run of one partition's events, their intake done in order, reporting each
+    /// event's result through `finished` (`(index, result)` pairs, those known together in one
+    /// call) as soon as it is known (its offset may be stored then). The rules are those of `process(_:event:)`, event by event; what is shared is
+    /// the work: the rings' dedupe, payload and admission are done in one pass, their first pushes
+    /// go to the sender in one call, and the outcomes that need nothing but a status — `sent`,
+    /// `duplicate` — are written in batches, each acknowledged on its own: the duplicates at once,
+    /// the `sent` ones in waves as the answers arrive (the answers that came in together, written
+    /// together), so a slow push delays no other ring of the run. An event that needs
+    /// more (a retry and its back-off, a DLQ record, a cancel marker, a rejection, an expiry,
+    /// tracing, a status write that failed) continues alone, concurrently, on the per-event path.
+    public func process(run items: [(intake: Intake, event: InboundEvent)],
+                        finished: @escaping @Sendable ([(Int, DeliveryResult)]) -> Void) async {
+        await withTaskGroup(of: Void.self) { alone in
+            var pushing: [(index: Int, delivery: Delivery)] = []
+            var pushes: [VoIPPush] = []
+            var writes: [RunWrite] = []
+            for (index, (intake, event)) in items.enumerated() {
+                guard event.trace == nil, case .ring(let ring) = intake, settings.apps.contains(ring.app),
+                      (ring.device.platform == .ios ? settings.iosApps : settings.androidApps).contains(ring.app) else {
+                    alone.addTask { finished([(index, await self.process(intake, event: event))]) }
+                    continue
+                }
+                switch admit(ring, event: event) {
+                case .duplicate(let status):
+                    writes.append(RunWrite(index: index, status: status, event: event, platform: ring.device.platform, pushed: false))
+                case .done(let result):
+                    alone.addTask { finished([(index, await result())]) }
+                case .delivery(let delivery):
+                    var action = delivery.machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
+                    if case .admit = action { action = admitted(delivery) }
+                    if case .push(let deadline) = action {
+                        pushes.append(delivery.push(deadline: deadline))
+                        pushing.append((index, delivery))
+                    } else {
+                        alone.addTask { [action] in
+                            finished([(index, await self.drive(delivery, from: action))])
+                        }
+                    }
+                }
+            }
+            if !writes.isEmpty {
+                alone.addTask { [writes] in await self.write(run: writes, finished: finished) }
+            }
+            guard !pushes.isEmpty else { return }
+            // The answers are taken in waves, as they arrive: those that came together are handled
+            // together (their `sent` statuses in one write, started as a child task so the next wave
+            // is gathered meanwhile), and a slow push holds back none of the others.
+            let inbox = RunAnswers()
+            let sentAt = ContinuousClock.now
+            alone.addTask { [pushes, sender] in
+                await sender.send(pushes) { position, attempt in inbox.put(position, attempt) }
+                inbox.close()
+            }
+            var unanswered = [Bool](repeating: true, count: pushing.count)
+            var left = pushing.count
+            while left > 0 {
+                var (wave, closed) = await inbox.take()
+                if closed {
+                    // A sender that returned without answering some pushes: those are retried (nothing is assumed sent).
+                    for position in unanswered.indices where unanswered[position] {
+                        wave.append((position, PushAttempt(disposition: .retry, reason: "no-answer")))
+                    }
+                }
+                let latency = ContinuousClock.now - sentAt
+                var sent: [RunWrite] = []
+                for (position, attempt) in wave where position >= 0 && position < pushing.count && unanswered[position] {
+                    unanswered[position] = false
+                    left -= 1
+                    let (index, delivery) = pushing[position]
+                    let action = answered(delivery, attempt, latency: attempt.latency ?? latency)
+                    if case .finish(let outcome, deadLetter: false, let pushed) = action, outcome.state == .sent {
+                        logOutcome(outcome, pushed: pushed, delivery)
+                        sent.append(RunWrite(index: index, status: outcome, event: delivery.event, platform: delivery.platform, pushed: pushed))
+                    } else {
+                        alone.addTask {
+                            finished([(index, await self.drive(delivery, from: action))])
+                        }
+                    }
+                }
+                if !sent.isEmpty {
+                    alone.addTask { [sent] in await self.write(run: sent, finished: finished) }
+                }
+            }
+        }
+    }
+
+    /// Writes statuses of a run in one batch, reporting those written together; a status the batch
+    /// did not write is written again alone, with the retries and fallbacks of `finish`.
+    private func write(run writes: [RunWrite], finished: @escaping @Sendable ([(Int, DeliveryResult)]) -> Void) async {
+        let results = await publisher.publish(statuses: writes.map {
+            StatusRecord(status: $0.status, partition: $0.event.partition, headers: $0.event.outcomeTraceHeaders(nil))
+        })
+        var written: [(Int, DeliveryResult)] = []
+        written.reserveCapacity(writes.count)
+        var failed: [RunWrite] = []
+        for (position, write) in writes.enumerated() {
+            if position < results.count, case .success = results[position] {
+                metrics?.outcome(app: appLabel(write.status.app), platform: write.platform, state: write.status.state,
+                                 reason: write.status.error?.code ?? write.status.apns?.reason ?? write.status.fcm?.errorCode)
+                written.append((write.index, .finished(write.status.state)))
+            } else {
+                failed.append(write)
+            }
+        }
+        if !written.isEmpty {
+            health?.recordWrite(succeeded: true)
+            finished(written)
+        }
+        guard !failed.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { alone in
+            for write in failed {
+                // A pushed ring's outcome is written even once the delivery is cancelled (the next owner would ring again).
+                alone.addTask {
+                    finished([(write.index, await self.finish(write.status, event: write.event, platform: write.platform,
+                                                              evenIfCancelled: write.pushed))])
+                }
+            }
+        }
+    }
+
+    /// Where a run's push answers gather until the run takes them: all those buffered at once,
+    /// suspending only while there is none (one waiter, the run's task).
+    private final class RunAnswers: Sendable {
+        typealias Wave = (answers: [(Int, PushAttempt)], closed: Bool)
+        private struct State {
+            var answers: [(Int, PushAttempt)] = []
+            var closed = false
+            var waiter: CheckedContinuation<Wave, Never>?
+        }
+        private let state = Locked(State())
+
+        /// An answer of the push at `position`.
+        func put(_ position: Int, _ attempt: PushAttempt) {
+            let woken = state.withLock { state -> (CheckedContinuation<Wave, Never>, Wave)? in
+                state.answers.append((position, attempt))
+                return Self.wake(&state)
+            }
+            if let (waiter, wave) = woken { waiter.resume(returning: wave) }
+        }
+
+        /// The sender returned: no answer will follow.
+        func close() {
+            let woken = state.withLock { state -> (CheckedContinuation<Wave, Never>, Wave)? in
+                state.closed = true
+                return Self.wake(&state)
+            }
+            if let (waiter, wave) = woken { waiter.resume(returning: wave) }
+        }
+
+        /// Everything gathered so far (and whether the sender has returned); waits while there is nothing.
+        func take() async -> Wave {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Wave, Never>) in
+                let wave = state.withLock { state -> Wave? in
+                    guard state.answers.isEmpty, !state.closed else {
+                        defer { state.answers = [] }
+                        return (state.answers, state.closed)
+                    }
+                    state.waiter = waiter
+                    return nil
+                }
+                if let wave { waiter.resume(returning: wave) }
+            }
+        }
+
+        private static func wake(_ state: inout State) -> (CheckedContinuation<Wave, Never>, Wave)? {
+            guard let waiter = state.waiter else { return nil }
+            state.waiter = nil
+            defer { state.answers = [] }
+            return (waiter, (state.answers, state.closed))
+        }
+    }
+
+    /// A status of a run written in its batch.
+    private struct RunWrite: Sendable {
+        var index: Int
+        var status: CallStatus
+        var event: InboundEvent
+        var platform: DevicePlatform
+        /// A push of the delivery was answered: the outcome is written even if it is cancelled.
+        var pushed: Bool
     }
 
     /// Error code of a delivery not pushed because its app is suspended (`CredentialCircuit`).

@@ -72,6 +72,32 @@ public struct PlatformPushSender: VoIPPushSending {
         }
     }
 
+    /// Each platform's pushes go to its sender in one call, both platforms at once; each answer is
+    /// passed on as its sender reports it (a platform without a sender answers at once).
+    public func send(_ pushes: [VoIPPush], answered: @escaping @Sendable (Int, PushAttempt) -> Void) async {
+        var ios: [Int] = []
+        var android: [Int] = []
+        for (index, push) in pushes.enumerated() {
+            if push.platform == .ios { ios.append(index) } else { android.append(index) }
+        }
+        @Sendable func batch(_ sender: (any VoIPPushSending)?, _ indices: [Int]) async {
+            guard !indices.isEmpty else { return }
+            guard let sender else {
+                for index in indices { answered(index, Self.notConfigured(pushes[index])) }
+                return
+            }
+            await sender.send(indices.map { pushes[$0] }) { position, attempt in answered(indices[position], attempt) }
+        }
+        if ios.isEmpty || android.isEmpty {
+            await batch(apns, ios)
+            await batch(fcm, android)
+        } else {
+            async let fromFCM: Void = batch(fcm, android)
+            await batch(apns, ios)
+            await fromFCM
+        }
+    }
+
     static func notConfigured(_ push: VoIPPush) -> PushAttempt {
         PushAttempt(disposition: .requestInvalid, reason: "platform-not-configured")
     }

@@ -33,6 +33,35 @@ public struct KafkaOutcomePublisher: OutcomePublishing {
         if bound == nil { try await statuses.write(record) } else { try await send(record, within: bound) }
     }
 
+    /// One producer send for all of them (the statuses of a run of deliveries), bypassing the
+    /// gathering of `StatusWriteBatcher`; each record gets its own delivery report.
+    public func publish(statuses: [StatusRecord]) async -> [Result<Void, any Error>] {
+        var results = Array(repeating: Result<Void, any Error>.failure(StatusWriteBatcher.noResult), count: statuses.count)
+        var records: [KafkaProducerRecord] = []
+        var positions: [Int] = []
+        records.reserveCapacity(statuses.count)
+        for (index, write) in statuses.enumerated() {
+            do {
+                records.append(KafkaProducerRecord(topic: statusTopic, partition: write.partition, key: Array(write.status.callId.utf8),
+                                                   value: Array(try write.status.encoded()),
+                                                   headers: write.headers.map { KafkaHeader(key: $0.0, string: $0.1) }))
+                positions.append(index)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        guard !records.isEmpty else { return results }
+        do {
+            let reports = try await producer.send(records)
+            for (position, index) in positions.enumerated() where position < reports.count {
+                results[index] = reports[position].map { _ in () }.mapError { $0 }
+            }
+        } catch {
+            for index in positions { results[index] = .failure(error) }
+        }
+        return results
+    }
+
     /// A record the topic will never take — too large, no such partition or topic, not authorized —
     /// is refused for good; anything else (unavailable, timed out, a fatal error the producer
     /// repairs by replacing its client) is worth retrying.

@@ -27,7 +27,8 @@ public struct DeliveryTicket: Sendable, Hashable {
 public final class PartitionCoordinator: Sendable {
     private struct Partition {
         var tracker = OffsetTracker()
-        var inFlight: [Int64: Task<DeliveryResult, Never>] = [:]
+        /// Each begun offset's task; the deliveries of a run (`start(run:)`) share one.
+        var inFlight: [Int64: any DeliveryHandle] = [:]
         /// Offsets whose task has not begun work (waits for an in-flight slot).
         var waiting: Set<Int64> = []
         /// Highest offset begun in this assignment.
@@ -194,8 +195,8 @@ public final class PartitionCoordinator: Sendable {
     /// assigned again before this returns, the end of this leaves the new assignment alone.
     public func revoked(_ partitions: [Int32]) async {
         let (handles, generations, waiters) = state.withLock {
-            state -> ([Task<DeliveryResult, Never>], [Int32: Int], [CheckedContinuation<Void, Never>]) in
-            var handles: [Task<DeliveryResult, Never>] = []
+            state -> ([any DeliveryHandle], [Int32: Int], [CheckedContinuation<Void, Never>]) in
+            var handles: [any DeliveryHandle] = []
             var generations: [Int32: Int] = [:]
             var waiters: [CheckedContinuation<Void, Never>] = []
             for partition in partitions {
@@ -205,10 +206,10 @@ public final class PartitionCoordinator: Sendable {
                 guard let owned = state.partitions[partition] else { continue }
                 state.partitions[partition]!.revoking = true
                 generations[partition] = owned.generation
-                for (offset, task) in owned.inFlight {
-                    if owned.waiting.contains(offset) { task.cancel() }
-                    handles.append(task)
-                }
+                // A run's deliveries wait, or have begun, together: cancelling a waiting one's
+                // shared task hands back only deliveries that had not begun.
+                for (offset, task) in owned.inFlight where owned.waiting.contains(offset) { task.cancel() }
+                handles += Self.distinct(owned.inFlight.values)
             }
             return (handles, generations, waiters)
         }
@@ -240,7 +241,7 @@ public final class PartitionCoordinator: Sendable {
     /// Waits for every in-flight delivery (graceful shutdown), cancelling what is left after the
     /// bound and waiting for that at most `leftoverBound`.
     public func drainAll() async -> Bool {
-        let handles = state.withLock { state in state.partitions.values.flatMap { $0.inFlight.values.map { $0 } } }
+        let handles = state.withLock { state in state.partitions.values.flatMap { Self.distinct($0.inFlight.values) } }
         if await Self.awaitAll(handles, within: drainTimeout) { return true }
         for handle in handles { handle.cancel() }
         _ = await Self.awaitAll(handles, within: leftoverBound)
@@ -249,18 +250,24 @@ public final class PartitionCoordinator: Sendable {
 
     /// Cancels every in-flight delivery without waiting (they hand back; offsets stay unstored).
     public func abandonAll() {
-        let handles = state.withLock { state in state.partitions.values.flatMap { $0.inFlight.values.map { $0 } } }
+        let handles = state.withLock { state in state.partitions.values.flatMap { Self.distinct($0.inFlight.values) } }
         for handle in handles { handle.cancel() }
     }
 
+    /// Each task once (a run's offsets share theirs).
+    private static func distinct(_ handles: some Sequence<any DeliveryHandle>) -> [any DeliveryHandle] {
+        var seen: Set<AnyHashable> = []
+        return handles.filter { seen.insert($0.identity).inserted }
+    }
+
     /// Whether all `handles` ended within `bound` (they are not cancelled here).
-    private static func awaitAll(_ handles: [Task<DeliveryResult, Never>], within bound: Duration) async -> Bool {
+    private static func awaitAll(_ handles: [any DeliveryHandle], within bound: Duration) async -> Bool {
         guard !handles.isEmpty else { return true }
         let once = OnceBox()
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             once.set(continuation)
             let waiter = Task {
-                for handle in handles { _ = await handle.value }
+                for handle in handles { await handle.wait() }
                 once.resume(true)
             }
             Task {
@@ -339,27 +346,173 @@ public final class PartitionCoordinator: Sendable {
         }
     }
 
+    /// What `start(run:)` did with a run of messages.
+    public enum RunStart {
+        /// The deliveries of these messages (indices into the run, in order) run in one task; the
+        /// others were stale.
+        case started([Int])
+        /// None begun: every message belongs to an earlier assignment, or was already begun.
+        case stale
+        /// Their partition's assignment is still being set up: wait (`assignmentSettled`) and start again.
+        case waitForAssignment
+    }
+
+    /// Begins a run of messages of ONE partition, in offset order, and runs `work` for all of them
+    /// in one task. Each delivery keeps its own ticket: its offset is stored when its own outcome is
+    /// durable (`DeliveryRun.finish`), whatever the others do. The run counts as waiting until the
+    /// work calls `beginWork(_ run:)` (it may first wait for in-flight slots): a revoke hands every
+    /// delivery of a waiting run back at once, and a begun run gets the drain bound, then is
+    /// cancelled — as single deliveries (`start`) are. A message that is stale (`isCurrent(index)`
+    /// false, or already begun) is left out; the rest still run.
+    public func start(
+        run events: [InboundEvent],
+        isCurrent: (Int) -> Bool = { _ in true },
+        _ work: @escaping @Sendable (DeliveryRun) async -> Void
+    ) -> RunStart {
+        guard let partitionID = events.first?.partition else { return .stale }
+        let (start, pauseNow) = state.withLock { state -> (RunStart, Bool) in
+            if state.assigning[partitionID] != nil { return (.waitForAssignment, false) }
+            // Read out, not kept: a copy of the partition alive while it is mutated below would copy its tables.
+            guard let generation = state.partitions[partitionID].map({ $0.revoking ? nil : $0.generation }) ?? nil else {
+                return (.stale, false)
+            }
+            var begun: [Int] = []
+            var tickets: [DeliveryTicket] = []
+            for (index, event) in events.enumerated() {
+                precondition(event.partition == partitionID, "a run holds one partition's messages")
+                guard isCurrent(index), state.partitions[partitionID]!.tracker.begin(event.offset) else { continue }
+                begun.append(index)
+                tickets.append(DeliveryTicket(partition: partitionID, offset: event.offset, generation: generation))
+            }
+            guard let last = tickets.last else { return (.stale, false) }
+            state.partitions[partitionID]!.lastBegun = last.offset
+            let run = DeliveryRun(tickets: tickets, indices: begun, coordinator: self)
+            let task = Task {
+                await work(run)
+                run.handBackUnfinished()
+            }
+            for ticket in tickets {
+                state.partitions[partitionID]!.inFlight[ticket.offset] = task
+                state.partitions[partitionID]!.waiting.insert(ticket.offset)
+            }
+            var pauseNow = false
+            if !state.partitions[partitionID]!.paused, state.partitions[partitionID]!.tracker.inFlight >= pauseAfter {
+                state.partitions[partitionID]!.paused = true
+                pauseNow = true
+            }
+            return (.started(begun), pauseNow)
+        }
+        if pauseNow {
+            logger.warning("partition paused: too many offsets waiting behind an unfinished delivery",
+                           metadata: ["kafka.partition": "\(partitionID)", "kafka.offset": "\(events.last?.offset ?? -1)"])
+            pause(partitionID, true)
+        }
+        return start
+    }
+
+    /// The run begins its work (it has its in-flight slots). False when its partition was revoked
+    /// meanwhile: hand back.
+    public func beginWork(_ run: DeliveryRun) -> Bool {
+        guard let first = run.tickets.first else { return false }
+        return state.withLock { state in
+            guard state.partitions[first.partition]?.generation == first.generation else { return false }
+            for ticket in run.tickets { state.partitions[first.partition]!.waiting.remove(ticket.offset) }
+            return true
+        }
+    }
+
     private func complete(_ ticket: DeliveryTicket, _ result: DeliveryResult) {
+        complete(CollectionOfOne((ticket, result)))
+    }
+
+    /// Ends deliveries of one partition's assignment (a run's that ended together): one lock, and
+    /// the offset stored once, as far as the finished prefix now reaches.
+    fileprivate func complete(_ ended: some Collection<(DeliveryTicket, DeliveryResult)>) {
+        guard let (first, _) = ended.first else { return }
+        let partition = first.partition
         let resume = state.withLock { state -> Bool in
-            guard state.partitions[ticket.partition]?.generation == ticket.generation else { return false }
-            state.partitions[ticket.partition]!.inFlight[ticket.offset] = nil
-            state.partitions[ticket.partition]!.waiting.remove(ticket.offset)
-            if case .finished = result, let next = state.partitions[ticket.partition]!.tracker.finish(ticket.offset) {
+            guard state.partitions[partition]?.generation == first.generation else { return false }
+            var next: Int64?
+            for (ticket, result) in ended {
+                state.partitions[partition]!.inFlight[ticket.offset] = nil
+                state.partitions[partition]!.waiting.remove(ticket.offset)
+                if case .finished = result, let advanced = state.partitions[partition]!.tracker.finish(ticket.offset) {
+                    next = advanced
+                }
+            }
+            if let next {
                 do {
-                    try storeOffset(ticket.partition, next)
+                    try storeOffset(partition, next)
                 } catch {
                     logger.warning("could not store offset", metadata: [
-                        "kafka.partition": "\(ticket.partition)", "kafka.offset": "\(next)", "error": "\(error)",
+                        "kafka.partition": "\(partition)", "kafka.offset": "\(next)", "error": "\(error)",
                     ])
                 }
             }
-            guard state.partitions[ticket.partition]!.paused,
-                  state.partitions[ticket.partition]!.tracker.inFlight <= pauseAfter / 2 else { return false }
-            state.partitions[ticket.partition]!.paused = false
+            guard state.partitions[partition]!.paused,
+                  state.partitions[partition]!.tracker.inFlight <= pauseAfter / 2 else { return false }
+            state.partitions[partition]!.paused = false
             return true
         }
-        if resume { pause(ticket.partition, false) }
+        if resume { pause(partition, false) }
     }
+}
+
+/// The deliveries of a run (`PartitionCoordinator.start(run:)`): one ticket each, finished one by one.
+public final class DeliveryRun: Sendable {
+    /// The begun deliveries, in offset order.
+    public let tickets: [DeliveryTicket]
+    /// Where each begun delivery's message is in the run `start(run:)` was given.
+    public let indices: [Int]
+    private let coordinator: PartitionCoordinator
+    private let finished: Locked<[Bool]>
+
+    fileprivate init(tickets: [DeliveryTicket], indices: [Int], coordinator: PartitionCoordinator) {
+        self.tickets = tickets
+        self.indices = indices
+        self.coordinator = coordinator
+        self.finished = Locked(Array(repeating: false, count: tickets.count))
+    }
+
+    /// Delivery `index` ended with `result`: its offset may be stored (when `.finished`), and
+    /// its place in the in-flight table is freed. Only the first call per delivery counts: true
+    /// for it.
+    @discardableResult
+    public func finish(_ index: Int, _ result: DeliveryResult) -> Bool {
+        !finish(CollectionOfOne((index, result))).isEmpty
+    }
+
+    /// Deliveries that ended together (each as `finish(_:_:)`); returns the indices that counted.
+    @discardableResult
+    public func finish(_ ended: some Collection<(Int, DeliveryResult)>) -> [Int] {
+        let counted = finished.withLock { finished in
+            ended.filter { index, _ in
+                guard !finished[index] else { return false }
+                finished[index] = true
+                return true
+            }
+        }
+        if !counted.isEmpty { coordinator.complete(counted.map { (tickets[$0.0], $0.1) }) }
+        return counted.map(\.0)
+    }
+
+    /// Deliveries the work did not finish are handed back (their offsets stay unstored).
+    fileprivate func handBackUnfinished() {
+        finish(tickets.indices.map { ($0, DeliveryResult.handedBack) })
+    }
+}
+
+/// A task running one delivery or a run of them, as the coordinator waits for and cancels it.
+protocol DeliveryHandle: Sendable {
+    func cancel()
+    func wait() async
+    /// Equal for the same task.
+    var identity: AnyHashable { get }
+}
+
+extension Task: DeliveryHandle where Failure == Never {
+    func wait() async { _ = await value }
+    var identity: AnyHashable { AnyHashable(self) }
 }
 
 /// Reads what the status history says about newly assigned partitions (`StatusHistoryReader`).

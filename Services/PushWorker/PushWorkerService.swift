@@ -9,8 +9,9 @@ import Synchronization
 
 /// A push-worker: one member of the consumer group on `voip.call-requests`.
 ///
-/// Pulls events, runs each delivery in its own task (bounded by `maxInFlight`; when full,
-/// consumption pauses), stores offsets below the lowest unfinished delivery, and on graceful
+/// Pulls events a fetched batch at a time, runs each partition's deliveries in runs that share a
+/// task (bounded by `maxInFlight` deliveries; when full, consumption pauses), stores offsets below
+/// the lowest unfinished delivery, and on graceful
 /// shutdown stops consuming, drains in-flight work (bounded), commits, leaves the group and
 /// flushes its producer.
 public final class PushWorkerService: Service, Sendable {
@@ -135,35 +136,106 @@ public final class PushWorkerService: Service, Sendable {
         if let failure { throw failure }
     }
 
+    /// The most deliveries of one partition begun as one run (one task; their first pushes sent
+    /// together, their statuses written together). A run's statuses wait for its slowest push, so
+    /// runs stay short enough to pipeline: several are in flight at once within `maxInFlight`.
+    static let runLimit = 256
+
+    /// Takes the consumer's messages a held batch at a time, and begins each partition's messages
+    /// in it (in offset order) as runs of at most `runLimit` deliveries.
     private func consume() async throws {
-        for try await message in consumer.messages {
-            guard await backlog.acquire() else { return }
-            let event = InboundEvent(message, tracing: tracing)
-            // A cancel takes effect here, in partition order, before this event or any later one waits
-            // for anything; it needs no in-flight slot (its marker status is written by its task).
-            let intake = processor.intake(event)
-            let needsSlot = if case .cancel = intake { false } else { true }
-            let (processor, limiter, backlog, coordinator, consumer) = (processor, limiter, backlog, coordinator, consumer)
-            while true {
-                let start = coordinator.start(event, isCurrent: { consumer.isCurrent(message) }) { ticket in
-                    defer { backlog.release() }
-                    if needsSlot, !(await limiter.acquire()) { return .handedBack }
-                    defer { if needsSlot { limiter.release() } }
-                    guard coordinator.beginWork(ticket) else { return .handedBack }
-                    return await processor.process(intake, event: event)
+        var messages = consumer.messages.makeAsyncIterator()
+        let runLimit = max(1, min(Self.runLimit, configuration.maxInFlight))
+        while let batch = try await messages.nextBatch() {
+            // Partitions in the order they first appear; each one's messages in offset order.
+            var order: [Int32] = []
+            var byPartition: [Int32: [KafkaConsumerMessage]] = [:]
+            for message in batch {
+                if byPartition[message.partition] == nil { order.append(message.partition) }
+                byPartition[message.partition, default: []].append(message)
+            }
+            for partition in order {
+                let messages = byPartition[partition] ?? []
+                var from = 0
+                while from < messages.count {
+                    let to = min(from + runLimit, messages.count)
+                    guard await begin(run: messages[from..<to]) else { return }
+                    from = to
                 }
-                switch start {
-                case .started:
-                    break
-                case .stale:
-                    backlog.release()
-                case .waitForAssignment:
-                    await coordinator.assignmentSettled(event.partition)
-                    continue
-                }
-                break
             }
         }
+    }
+
+    /// Begins a run of one partition's messages (consecutive, in offset order). False when the
+    /// consume loop was cancelled.
+    ///
+    /// The run's deliveries share one task: it takes their in-flight slots at once (`maxInFlight`
+    /// counts deliveries, not runs), then processes them together (`DeliveryProcessor.process(run:)`);
+    /// each delivery's offset is stored, and its slots returned, as soon as its own outcome is durable.
+    private func begin(run slice: ArraySlice<KafkaConsumerMessage>) async -> Bool {
+        guard await backlog.acquire(count: slice.count) else { return false }
+        let messages = Array(slice)
+        let (events, work) = prepare(run: messages)
+        await place(events, messages, work)
+        return true
+    }
+
+    /// The run's events, their intake done, and the work of its task.
+    private func prepare(run messages: [KafkaConsumerMessage]) -> ([InboundEvent], @Sendable (DeliveryRun) async -> Void) {
+        let events = messages.map { InboundEvent($0, tracing: tracing) }
+        // Cancels take effect here, in partition order, before any of these events or later ones
+        // waits for anything; a cancel needs no in-flight slot (its marker is written by its run).
+        let processor = self.processor
+        let intakes = events.map { processor.intake($0) }
+        let (limiter, backlog, coordinator) = (limiter, backlog, coordinator)
+        let work: @Sendable (DeliveryRun) async -> Void = { run in
+            let items = run.indices.map { (intake: intakes[$0], event: events[$0]) }
+            let needsSlot = items.map { item in if case .cancel = item.intake { false } else { true } }
+            let slots = needsSlot.reduce(0) { $0 + ($1 ? 1 : 0) }
+            var granted = true
+            if slots > 0 { granted = await limiter.acquire(count: slots) }
+            if granted, !coordinator.beginWork(run) {
+                limiter.release(count: slots)
+                granted = false
+            }
+            guard granted else {
+                run.finish(items.indices.map { ($0, DeliveryResult.handedBack) })
+                backlog.release(count: items.count)
+                return
+            }
+            let finish: @Sendable ([(Int, DeliveryResult)]) -> Void = { ended in
+                let counted = run.finish(ended)
+                guard !counted.isEmpty else { return }
+                backlog.release(count: counted.count)
+                limiter.release(count: counted.reduce(0) { $0 + (needsSlot[$1] ? 1 : 0) })  // cancels took none
+            }
+            await processor.process(run: items, finished: finish)
+            finish(items.indices.map { ($0, DeliveryResult.handedBack) })
+        }
+        return (events, work)
+    }
+
+    /// Starts a run's work at the coordinator, waiting for its partition's assignment if needed.
+    private func place(_ events: [InboundEvent], _ messages: [KafkaConsumerMessage],
+                       _ work: @escaping @Sendable (DeliveryRun) async -> Void) async {
+        while true {
+            let start = startRun(events, messages, work)
+            switch start {
+            case .started(let begun):
+                backlog.release(count: events.count - begun.count)
+            case .stale:
+                backlog.release(count: events.count)
+            case .waitForAssignment:
+                if let partition = events.first?.partition { await coordinator.assignmentSettled(partition) }
+                continue
+            }
+            return
+        }
+    }
+
+    private func startRun(_ events: [InboundEvent], _ messages: [KafkaConsumerMessage],
+                          _ work: @escaping @Sendable (DeliveryRun) async -> Void) -> PartitionCoordinator.RunStart {
+        coordinator.start(run: events, isCurrent: { consumer.isCurrent(messages[$0]) }, work)
     }
 
     /// Pauses or resumes partitions as the coordinator asks (in order).

@@ -79,10 +79,13 @@ public struct PushAttempt: Sendable, Hashable {
     public var minimumRetryDelay: Duration
     /// Set when FCM answered (Android): what the status carries as `fcm` instead of `apns`.
     public var fcm: CallStatus.FCMDetails?
+    /// From sending the push to its answer, when the sender measured it (a push sent with others
+    /// is answered before the last of them).
+    public var latency: Duration?
 
     public init(disposition: Disposition, status: Int? = nil, reason: String? = nil, apnsID: String? = nil,
                 uniqueID: String? = nil, timestamp: Date? = nil, minimumRetryDelay: Duration = .zero,
-                fcm: CallStatus.FCMDetails? = nil) {
+                fcm: CallStatus.FCMDetails? = nil, latency: Duration? = nil) {
         self.disposition = disposition
         self.status = status
         self.reason = reason
@@ -91,6 +94,7 @@ public struct PushAttempt: Sendable, Hashable {
         self.timestamp = timestamp
         self.minimumRetryDelay = minimumRetryDelay
         self.fcm = fcm
+        self.latency = latency
     }
 
     /// The status's `apns` (nil for an FCM answer, which goes to `fcm`).
@@ -106,6 +110,30 @@ public protocol VoIPPushSending: Sendable {
     /// the sender has renewed the token itself (the APNs client does, at most once per token; the
     /// FCM client renews its access token on a 401 inside one send).
     func send(_ push: VoIPPush) async -> PushAttempt
+    /// Sends several pushes at once and reports each push's attempt through `answered` (its index
+    /// in `pushes`, the attempt as `send(_:)` would make it) as soon as that push is answered, from
+    /// whichever task answered it; returns once every push was answered (each within its own
+    /// deadline), each exactly once. The default sends them concurrently, one `send(_:)` each.
+    func send(_ pushes: [VoIPPush], answered: @escaping @Sendable (Int, PushAttempt) -> Void) async
+}
+
+extension VoIPPushSending {
+    public func send(_ pushes: [VoIPPush], answered: @escaping @Sendable (Int, PushAttempt) -> Void) async {
+        if pushes.count == 1 {
+            answered(0, await send(pushes[0]))
+            return
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for (index, push) in pushes.enumerated() {
+                group.addTask {
+                    let start = ContinuousClock.now
+                    var attempt = await self.send(push)
+                    if attempt.latency == nil { attempt.latency = ContinuousClock.now - start }
+                    answered(index, attempt)
+                }
+            }
+        }
+    }
 }
 
 /// Where the worker's outcomes go (Kafka in production). Each call returns once the record is
@@ -118,12 +146,49 @@ public protocol OutcomePublishing: Sendable {
     func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws
     /// Writes the original request bytes to the DLQ with the contract's headers.
     func deadLetter(key: [UInt8]?, value: [UInt8], headers: [(String, String)], within bound: Duration?) async throws
+    /// Writes several statuses in one go (no bound); one result per status, in order: success once
+    /// that record is acknowledged, or the error it failed with (to `classify`). The default writes
+    /// them concurrently, one `publish` each.
+    func publish(statuses: [StatusRecord]) async -> [Result<Void, any Error>]
     /// How to treat `error`, thrown by `publish` or `deadLetter`.
     func classify(_ error: any Error) -> OutcomeWriteFailure
 }
 
+/// One status to write with others (`OutcomePublishing.publish(statuses:)`).
+public struct StatusRecord: Sendable {
+    public var status: CallStatus
+    /// The request's partition number: the status goes to the same one of the status topic.
+    public var partition: Int32
+    /// Record headers (the trace context).
+    public var headers: [(String, String)]
+
+    public init(status: CallStatus, partition: Int32, headers: [(String, String)] = []) {
+        self.status = status
+        self.partition = partition
+        self.headers = headers
+    }
+}
+
 extension OutcomePublishing {
     public func classify(_ error: any Error) -> OutcomeWriteFailure { .retriable }
+
+    public func publish(statuses: [StatusRecord]) async -> [Result<Void, any Error>] {
+        await withTaskGroup(of: (Int, Result<Void, any Error>).self) { group in
+            for (index, record) in statuses.enumerated() {
+                group.addTask {
+                    do {
+                        try await self.publish(status: record.status, partition: record.partition, headers: record.headers, within: nil)
+                        return (index, .success(()))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            var results = Array(repeating: Result<Void, any Error>.failure(StatusWriteBatcher.noResult), count: statuses.count)
+            for await (index, result) in group { results[index] = result }
+            return results
+        }
+    }
 
     /// A publisher that keeps no headers writes the status without them.
     public func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {

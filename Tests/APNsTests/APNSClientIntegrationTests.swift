@@ -1,6 +1,7 @@
 import CallpushTestSupport
 import APNsSimulator
 import Foundation
+import Locking
 import NIOCore
 import Synchronization
 import Testing
@@ -62,6 +63,42 @@ extension APNSIntegration {
 
                 let tooMany = await fixture.client.send(fixture.push(token: 5))
                 #expect(tooMany.reason == .tooManyRequests && tooMany.disposition == .retry)
+            }
+        }
+
+        @Test func aBatchOfPushesGetsEachItsOwnOutcomeInOrder() async throws {
+            try await SimulatorFixture.run(simulator: { config in
+                config.faults.tokenOutcomes = [
+                    SimulatorFixture.deviceToken(2): .badDeviceToken,
+                    SimulatorFixture.deviceToken(4): .status(500, reason: "InternalServerError"),
+                ]
+            }) { fixture in
+                var pushes = (1...6).map { fixture.push(token: $0) }
+                pushes[4].app = APNSAppID("no-such-app")
+                let outcomes = await fixture.client.send(pushes)
+                #expect(outcomes.count == pushes.count)
+                #expect(outcomes.map(\.status) == [200, 400, 200, 500, nil, 200])
+                #expect(outcomes.map(\.disposition) == [.sent, .tokenDead, .sent, .retry, .requestInvalid, .sent])
+                #expect(outcomes.map(\.apnsID) == pushes.map { $0.apnsID.uuidString.lowercased() }, "each outcome is its own push's")
+                let recorded = Set(fixture.simulator.pushes().map(\.deviceToken))
+                #expect(recorded == Set([1, 3, 6].map(SimulatorFixture.deviceToken)), "the unknown app's push is not sent")
+            }
+        }
+
+        @Test func aBatchOfPushesReportsEachAnswerOnceWithItsIndex() async throws {
+            try await SimulatorFixture.run(simulator: { config in
+                config.faults.tokenOutcomes = [SimulatorFixture.deviceToken(2): .badDeviceToken]
+            }) { fixture in
+                var pushes = (1...5).map { fixture.push(token: $0) }
+                pushes[3].app = APNSAppID("no-such-app")
+                let answers = Locked<[(Int, APNSOutcome)]>([])
+                await fixture.client.send(pushes) { index, outcome in answers.withLock { $0.append((index, outcome)) } }
+                let byIndex = Dictionary(grouping: answers.withLock { $0 }, by: \.0)
+                #expect(byIndex.keys.sorted() == Array(pushes.indices), "every push is answered")
+                #expect(byIndex.values.allSatisfy { $0.count == 1 }, "each push is answered once")
+                #expect(pushes.indices.map { byIndex[$0]?.first?.1.disposition } == [.sent, .tokenDead, .sent, .requestInvalid, .sent])
+                #expect(pushes.indices.map { byIndex[$0]?.first?.1.apnsID } == pushes.map { $0.apnsID.uuidString.lowercased() },
+                        "each answer is its own push's")
             }
         }
 

@@ -97,6 +97,14 @@ struct ConfigurationTests {
         #expect(consumer["partition.assignment.strategy"] == "range")
         #expect(consumer["group.instance.id"] == "pod-1")
         #expect(consumer["group.id"] == "workers")
+        // Stored offsets are committed every second (librdkafka's default is 5 s): a member that
+        // cannot commit on revoke hands that much less work over again.
+        #expect(consumer["auto.commit.interval.ms"] == "1000")
+        let slower = KafkaConsumerConfiguration(
+            kafka: KafkaConfiguration(bootstrapServers: ["b:9092"], properties: ["auto.commit.interval.ms": "5000"]),
+            mode: .group(id: "workers", topics: ["voip.call-requests"])
+        ).librdkafkaProperties
+        #expect(slower["auto.commit.interval.ms"] == "5000", "an operator's own interval wins")
     }
 
     @Test("shared properties reach only the kind of client that understands them (no CONFWARN noise)")

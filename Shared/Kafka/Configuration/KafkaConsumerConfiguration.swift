@@ -41,6 +41,13 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
     public var assignTimeout: Duration
     /// How long shutdown waits for `rd_kafka_consumer_close` and `rd_kafka_destroy` each. Default 15 s.
     public var closeTimeout: Duration
+    /// `auto.commit.interval.ms`: how often stored offsets are committed. Default 1 s (librdkafka's
+    /// is 5 s). After a rebalance the next owner re-delivers from the last commit, so this bounds
+    /// how much work a member that could not commit on revoke (its session lost, or a coordinator
+    /// that refuses commits while the group joins) hands over again — and how far back the
+    /// worker's dedupe has to remember. The cost is one OffsetCommit request per interval, only
+    /// when offsets moved.
+    public var commitInterval: Duration
 
     /// Creates a consumer configuration with callpush's defaults.
     public init(
@@ -54,7 +61,8 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
         maxBufferedMessages: Int = 10_000,
         revokeTimeout: Duration = .seconds(10),
         assignTimeout: Duration = .seconds(30),
-        closeTimeout: Duration = .seconds(15)
+        closeTimeout: Duration = .seconds(15),
+        commitInterval: Duration = .seconds(1)
     ) {
         self.kafka = kafka
         self.mode = mode
@@ -67,6 +75,7 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
         self.revokeTimeout = revokeTimeout
         self.assignTimeout = assignTimeout
         self.closeTimeout = closeTimeout
+        self.commitInterval = commitInterval
     }
 
     /// The librdkafka properties: defaults, then the user's overrides.
@@ -74,6 +83,7 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
         var properties: [String: String] = [
             "enable.auto.offset.store": "false",
             "enable.auto.commit": "true",
+            "auto.commit.interval.ms": String(commitInterval.milliseconds),
             "auto.offset.reset": autoOffsetReset,
             "partition.assignment.strategy": assignmentStrategy,
             "session.timeout.ms": String(sessionTimeout.milliseconds),

@@ -28,6 +28,14 @@ public struct KafkaConsumerMessages: AsyncSequence, Sendable {
             if let message = held.nextHeld() { return message }
             return try await held.next()
         }
+
+        /// Every message the iterator holds that is still valid for the current assignment, at
+        /// once (waiting for the consumer's next batch when it holds none), in the order `next()`
+        /// would give them; `nil` once the consumer shut down. Never empty. The messages are the
+        /// caller's from then on: an iterator dropped later does not give them back.
+        public mutating func nextBatch() async throws -> [KafkaConsumerMessage]? {
+            try await held.nextBatch()
+        }
     }
 }
 
@@ -64,24 +72,40 @@ final class HeldMessages {
         return batch[index - 1]
     }
 
+    /// Every message of the held batch still valid for the current assignment (fetching the next
+    /// batch when it is used up), or `nil` once the consumer shut down.
+    func nextBatch() async throws -> [KafkaConsumerMessage]? {
+        guard try await refill() else { return nil }
+        let taken = index == 0 ? batch : Array(batch[index...])
+        batch = []
+        index = 0
+        return taken
+    }
+
     func next() async throws -> KafkaConsumerMessage? {
+        guard try await refill() else { return nil }
+        index += 1
+        return batch[index - 1]
+    }
+
+    /// Makes the held batch hold at least one message valid for the current assignment: re-checks
+    /// it after an assignment change, fetches the next batch when it is used up. False once the
+    /// consumer shut down.
+    private func refill() async throws -> Bool {
         while true {
             if index < batch.count {
-                if consumer.epochMirror.load(ordering: .acquiring) != epoch {
-                    let remaining = MessageBatch(epoch: epoch, messages: Array(batch[index...]))
-                    let filtered = consumer.state.withLock { $0.filtered(remaining) }
-                    batch = filtered.messages
-                    index = 0
-                    epoch = filtered.epoch
-                    continue
-                }
-                index += 1
-                return batch[index - 1]
+                guard consumer.epochMirror.load(ordering: .acquiring) != epoch else { return true }
+                let remaining = MessageBatch(epoch: epoch, messages: Array(batch[index...]))
+                let filtered = consumer.state.withLock { $0.filtered(remaining) }
+                batch = filtered.messages
+                index = 0
+                epoch = filtered.epoch
+                continue
             }
             guard let next = try await consumer.nextBatch() else {
                 batch = []
                 index = 0
-                return nil
+                return false
             }
             batch = next.messages
             index = 0
