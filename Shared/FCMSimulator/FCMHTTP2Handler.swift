@@ -6,8 +6,8 @@ import NIOHPACK
 /// after TLS, as the APNs simulator does: each stream's request is collected and answered by
 /// ``FCMSimulatorCore/answer(_:)`` on the event loop, answers written once per read burst.
 ///
-/// Hummingbird's HTTP/2 (NIOHTTP2 with a child channel, an async channel and a task per stream) spent about
-/// twenty times nghttpd's time per request; HTTP/1.1 stays with Hummingbird. Every method runs on the
+/// Hummingbird's HTTP/2 (NIOHTTP2 with a child channel, an async channel and a task per stream) spent many
+/// times nghttpd's time per request; HTTP/1.1 stays with Hummingbird. Every method runs on the
 /// connection's event loop.
 final class FCMHTTP2Handler: HTTP2ServerHandler, HTTP2ConnectionDelegate {
     typealias InboundIn = ByteBuffer
