@@ -99,7 +99,7 @@ let package = Package(
         .target(name: "JSONBytes", dependencies: ["Locking"], path: "Shared/JSONBytes"),
         .target(
             name: "CallContract",
-            dependencies: ["Locking", "APNsCore", "JSONBytes"],
+            dependencies: ["Locking", "APNsCore", "JSONBytes", .crypto],
             path: "Shared/CallContract"
         ),
         .target(

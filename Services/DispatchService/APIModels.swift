@@ -20,7 +20,7 @@ enum APIModels {
         var deliveries: [Delivery]
 
         init(rings: [RingRequest], deviceKeys: [String]? = nil) {
-            let keys = deviceKeys ?? rings.map { DeviceKey.fromToken($0.device.token) }
+            let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
             let first = rings[0]
             callId = first.callId
             app = first.app

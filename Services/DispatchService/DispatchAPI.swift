@@ -98,7 +98,7 @@ public final class DispatchAPI: Sendable {
         case .replay(let stored): return Self.json(.accepted, stored, location: "/v1/calls/\(callId)")
         case .proceed: break
         }
-        let deviceKeys = rings.map { DeviceKey.fromToken($0.device.token) }
+        let deviceKeys = rings.map { DeviceKey.make(token: $0.device.token) }
         for (index, deviceKey) in deviceKeys.enumerated() {
             if let wait = ringLimiterPerDevice.acquire(submission.app + "/" + deviceKey) {
                 idempotency.finish(key: idempotencyKey, fingerprint: fingerprint, response: nil)

@@ -32,9 +32,9 @@ public final class DispatchProducer: EventPublishing, Service {
         configuration.deliveryTimeout = publishTimeout
         configuration.queueFullTimeout = publishTimeout
         // 5 ms, not 1: batching is what moves a ring's CPU (fewer produce requests, delivery-report
-        // wake-ups and message sets for the brokers and the view's fetches), at ~4 ms of latency
-        // when idle; a ring's budget is seconds (docs/benchmarks.md, "dispatch's producer lingers
-        // 5 ms"). `CALLPUSH_KAFKA_LINGER_MS` overrides it.
+        // wake-ups and message sets for the brokers and the view's fetches), at the cost of at most
+        // the linger in latency when idle; a ring's budget is seconds (the figures are in
+        // docs/benchmarks.md). `CALLPUSH_KAFKA_LINGER_MS` overrides it.
         configuration.linger = .milliseconds(5)
         configuration.flushTimeout = .seconds(5)
         configuration.kafka.clientID = kafka.clientID + "-dispatch"

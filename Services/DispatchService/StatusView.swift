@@ -178,7 +178,7 @@ public final class StatusView: Sendable {
     public func apply(rings: [RingRequest], deviceKeys: [String]? = nil, partition: Int32?) {
         guard let first = rings.first else { return }
         let key = CallKey(tenant: first.tenant, callId: first.callId)
-        let keys = deviceKeys ?? rings.map { DeviceKey.fromToken($0.device.token) }
+        let keys = deviceKeys ?? rings.map { DeviceKey.make(token: $0.device.token) }
         let time = retention.now()
         let ended = state.withLock { state -> [EventBuffer] in
             state.update(key, tenant: first.tenant, now: time) { call in

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import NIOCore
 import NIOHPACK
 
@@ -29,7 +30,7 @@ extension SimulatorConnectionHandler {
         let delay = faults.latency?.sampleNanoseconds(using: &random) ?? 0
         let head = PushRequestHead(headers: headers)
         let requestID = RequestValidator.requestAPNSID(head)
-        let apnsID = requestID ?? RandomUUID.string(using: &random)
+        let apnsID = requestID ?? UUID.randomVersion4(using: &random).lowercasedText
 
         /// `status` defaults to the one APNs documents for `reason`; injected faults choose their own.
         func reject(_ reason: APNSReason, status: Int? = nil, timestamp: Date? = nil) -> PushDecision {
@@ -80,7 +81,7 @@ extension SimulatorConnectionHandler {
             return reject(APNSReason(rawValue: injection.reason), status: injection.status)
         }
 
-        let uniqueID = core.environment == .sandbox ? RandomUUID.string(using: &random) : nil
+        let uniqueID = core.environment == .sandbox ? UUID.randomVersion4(using: &random).lowercasedText : nil
         var recordHeaders = push.recordHeaders
         if let authorizationRecord { recordHeaders.append(("authorization", authorizationRecord)) }
         let record = StoredPush(

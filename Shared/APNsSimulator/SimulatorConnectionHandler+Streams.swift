@@ -9,18 +9,6 @@ extension SimulatorConnectionHandler: HTTP2ConnectionDelegate {
     /// Bytes of payload kept; anything longer is only counted (it is `PayloadTooLarge` anyway).
     static let maximumKeptBody = RequestValidator.voipPayloadLimit + 1
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        inReadLoop = true
-        framing.receive(unwrapInboundIn(data))
-        if framing.wantsClose { flushOutput() }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        inReadLoop = false
-        flushOutput()
-        context.fireChannelReadComplete()
-    }
-
     /// Writes what the framing produced; closes the connection once it is written if the framing is done
     /// (GOAWAY with no stream left, or a protocol error).
     func flushOutput() {

@@ -13,7 +13,7 @@ import Glibc
 /// stream's request collected and answered, streams counted for the GOAWAY / drop faults, requests
 /// authenticated (caching the verified provider token) and MAX_CONCURRENT_STREAMS announced.
 /// Every method runs on the connection's event loop.
-final class SimulatorConnectionHandler: ChannelInboundHandler {
+final class SimulatorConnectionHandler: HTTP2ServerHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 

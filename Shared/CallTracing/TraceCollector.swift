@@ -23,12 +23,7 @@ public final class TraceCollector: Service, Sendable {
     private let maxBodyBytes: Int
     private let onExport: (@Sendable (Data) -> Void)?
     private let logger: Logger
-    private struct Running: Sendable {
-        var group: ServiceGroup
-        var task: Task<Void, Never>
-        var port: Int
-    }
-    private let running = Locked<Running?>(nil)
+    private let lifecycle = Locked(Lifecycle())
 
     /// A collector for `host:port` (port 0: any free port). `onExport` sees every accepted body
     /// as received (tests check what left the services).
@@ -42,8 +37,8 @@ public final class TraceCollector: Service, Sendable {
         self.logger = logger
     }
 
-    /// The bound port, once started.
-    public var port: Int? { running.withLock { $0?.port } }
+    /// The bound port, once started (nil again once stopped).
+    public var port: Int? { lifecycle.withLock { $0.port } }
 
     /// The base URL (`http://host:port`), once started.
     public var baseURL: String? { port.map { "http://\(host):\($0)" } }
@@ -51,10 +46,48 @@ public final class TraceCollector: Service, Sendable {
     /// Where exporters send traces, once started.
     public var tracesURL: String? { baseURL.map { $0 + "/v1/traces" } }
 
-    /// Listens; returns the bound port. Throws when the address cannot be bound.
+    /// Listens; returns the bound port. Concurrent calls share one listener; a call while a stop
+    /// is under way waits for it, then listens anew. Throws when the address cannot be bound (a
+    /// later call tries again).
     @discardableResult
     public func start() async throws -> Int {
-        if let port { return port }
+        while true {
+            let action = lifecycle.withLock { $0.start(binding: { Task { try await self.listen() } }) }
+            switch action {
+            case .waitForStop(let stopping):
+                await stopping.value
+                lifecycle.withLock { $0.stopped(stopping) }
+            case .join(let starting):
+                do {
+                    let listener = try await starting.value
+                    lifecycle.withLock { $0.listening(starting, port: listener.port) }
+                    return listener.port
+                } catch {
+                    lifecycle.withLock { $0.failed(starting) }
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Stops listening (waiting for a start under way first). Idempotent.
+    public func stop() async {
+        let stopping = lifecycle.withLock {
+            $0.stop(stopping: { starting in
+                Task {
+                    guard let listener = try? await starting.value else { return }
+                    await listener.group.triggerGracefulShutdown()
+                    await listener.task.value
+                }
+            })
+        }
+        guard let stopping else { return }
+        await stopping.value
+        lifecycle.withLock { $0.stopped(stopping) }
+    }
+
+    /// Binds the address and serves until the group shuts down.
+    private func listen() async throws -> Listener {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let application = Application(router: router(), configuration: .init(address: .hostname(host, port: requestedPort)),
                                       onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
@@ -65,17 +98,9 @@ public final class TraceCollector: Service, Sendable {
             continuation.finish()
         }
         for await port in ports {
-            running.withLock { $0 = Running(group: group, task: task, port: port) }
-            return port
+            return Listener(group: group, task: task, port: port)
         }
         throw failure.withLock { $0 } ?? TraceCollectorError("the trace collector did not start on \(host):\(requestedPort)")
-    }
-
-    /// Stops listening. Idempotent.
-    public func stop() async {
-        guard let running = running.withLock({ $0 }) else { return }
-        await running.group.triggerGracefulShutdown()
-        await running.task.value
     }
 
     /// Starts (if needed) and runs until graceful shutdown or cancellation, then stops.
@@ -119,6 +144,77 @@ public final class TraceCollector: Service, Sendable {
 
     private static func answer(_ status: HTTPResponse.Status, _ json: String) -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: json)))
+    }
+}
+
+/// A running listener: its service group, the task running it, the port it bound.
+private struct Listener: Sendable {
+    var group: ServiceGroup
+    var task: Task<Void, Never>
+    var port: Int
+}
+
+/// The collector's start/stop state. A start under way or done is one task every caller of
+/// `start()` awaits, so concurrent starts bind once; a stop takes that task (waiting for it
+/// when it is still binding) and leaves the state idle, so a later start binds again.
+private struct Lifecycle {
+    private enum Phase {
+        case idle
+        case started(Task<Listener, any Error>, port: Int?)
+        case stopping(Task<Void, Never>)
+    }
+    private var phase = Phase.idle
+
+    var port: Int? {
+        if case .started(_, let port) = phase { return port }
+        return nil
+    }
+
+    enum StartAction {
+        /// Await this start (new or under way) for the port.
+        case join(Task<Listener, any Error>)
+        /// A stop is under way: await it, then start again.
+        case waitForStop(Task<Void, Never>)
+    }
+
+    mutating func start(binding bind: () -> Task<Listener, any Error>) -> StartAction {
+        switch phase {
+        case .idle:
+            let starting = bind()
+            phase = .started(starting, port: nil)
+            return .join(starting)
+        case .started(let starting, _):
+            return .join(starting)
+        case .stopping(let stopping):
+            return .waitForStop(stopping)
+        }
+    }
+
+    mutating func listening(_ starting: Task<Listener, any Error>, port: Int) {
+        if case .started(starting, _) = phase { phase = .started(starting, port: port) }
+    }
+
+    /// The start could not bind: the next start tries afresh.
+    mutating func failed(_ starting: Task<Listener, any Error>) {
+        if case .started(starting, _) = phase { phase = .idle }
+    }
+
+    /// The task that stops the listener (nil when there is nothing to stop).
+    mutating func stop(stopping makeStop: (Task<Listener, any Error>) -> Task<Void, Never>) -> Task<Void, Never>? {
+        switch phase {
+        case .idle:
+            return nil
+        case .stopping(let stopping):
+            return stopping
+        case .started(let starting, _):
+            let stopping = makeStop(starting)
+            phase = .stopping(stopping)
+            return stopping
+        }
+    }
+
+    mutating func stopped(_ stopping: Task<Void, Never>) {
+        if case .stopping(stopping) = phase { phase = .idle }
     }
 }
 

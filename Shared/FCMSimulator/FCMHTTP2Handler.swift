@@ -6,10 +6,10 @@ import NIOHPACK
 /// after TLS, as the APNs simulator does: each stream's request is collected and answered by
 /// ``FCMSimulatorCore/answer(_:)`` on the event loop, answers written once per read burst.
 ///
-/// Hummingbird's HTTP/2 (NIOHTTP2 with a child channel, an async channel and a task per stream) spent about
-/// twenty times nghttpd's time per request; HTTP/1.1 stays with Hummingbird. Every method runs on the
+/// Hummingbird's HTTP/2 (NIOHTTP2 with a child channel, an async channel and a task per stream) spent many
+/// times nghttpd's time per request; HTTP/1.1 stays with Hummingbird. Every method runs on the
 /// connection's event loop.
-final class FCMHTTP2Handler: ChannelInboundHandler, HTTP2ConnectionDelegate {
+final class FCMHTTP2Handler: HTTP2ServerHandler, HTTP2ConnectionDelegate {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -27,10 +27,10 @@ final class FCMHTTP2Handler: ChannelInboundHandler, HTTP2ConnectionDelegate {
     }
 
     private let core: FCMSimulatorCore
-    private let framing: HTTP2Connection
+    let framing: HTTP2Connection
     private var context: ChannelHandlerContext?
     private var streams: [UInt32: Stream] = [:]
-    private var inReadLoop = false
+    var inReadLoop = false
     private var closing = false
     private var goAwaySent = false
 
@@ -49,18 +49,6 @@ final class FCMHTTP2Handler: ChannelInboundHandler, HTTP2ConnectionDelegate {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        inReadLoop = true
-        framing.receive(unwrapInboundIn(data))
-        if framing.wantsClose { flushOutput() }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        inReadLoop = false
-        flushOutput()
-        context.fireChannelReadComplete()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -136,7 +124,7 @@ final class FCMHTTP2Handler: ChannelInboundHandler, HTTP2ConnectionDelegate {
     }
 
     /// Writes what the framing produced; closes once it is written when the framing is done.
-    private func flushOutput() {
+    func flushOutput() {
         guard let context, !closing else { return }
         closing = framing.writeOutput(to: context)
     }

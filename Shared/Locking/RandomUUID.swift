@@ -6,6 +6,12 @@ extension UUID {
     /// client's default `apns-id` and dispatch's call ids are made per request.
     public static func randomVersion4() -> UUID {
         var generator = SystemRandomNumberGenerator()
+        return randomVersion4(using: &generator)
+    }
+
+    /// A random (version 4, RFC 4122) UUID from `generator`'s bits: the APNs simulator draws the
+    /// ids it makes up from a per-connection generator, without a system call per push.
+    public static func randomVersion4<G: RandomNumberGenerator>(using generator: inout G) -> UUID {
         var bytes = (generator.next() as UInt64, generator.next() as UInt64)
         return withUnsafeMutableBytes(of: &bytes) { raw in
             raw[6] = raw[6] & 0x0F | 0x40  // version 4

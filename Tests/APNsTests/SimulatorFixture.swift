@@ -14,10 +14,7 @@ struct SimulatorFixture: Sendable {
     static let keyID = "KEY1234567"
     static let bundleID = "com.example.rider"
     /// A valid-looking 32-byte hex token.
-    static func deviceToken(_ n: Int) -> String {
-        let hex = String(n, radix: 16)
-        return String(repeating: "0", count: 64 - hex.count) + hex
-    }
+    static func deviceToken(_ n: Int) -> String { hexToken(n) }
 
     static let logger: Logger = {
         var logger = Logger(label: "apns-tests")

@@ -51,11 +51,22 @@ import Testing
 }
 
 @Suite struct DeviceKeys {
-    @Test func sha256MatchesPublishedVectors() {
-        #expect(DeviceKey.hex(SHA256Digest.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(DeviceKey.hex(SHA256Digest.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(DeviceKey.hex(SHA256Digest.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
-                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+    /// The key is the first 16 bytes of SHA-256 over the lower-case token: these answers were
+    /// computed outside Swift (`printf %s TOKEN | sha256sum`, lower-cased token), so a change of
+    /// digest, truncation or case folding would name every device differently and fails here.
+    @Test func keyIsTheTruncatedSHA256OfTheLowerCaseToken() {
+        // printf %s 740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad | sha256sum
+        //   1861d16474b2cc622a280dab56b536d6b9cd90885f21f883315c8a4a54711d56
+        let apns = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
+        #expect(DeviceKey.make(token: apns) == "1861d16474b2cc622a280dab56b536d6")
+        #expect(DeviceKey.make(token: apns.uppercased()) == "1861d16474b2cc622a280dab56b536d6")
+        // An FCM registration token is mixed case: the key is over its lower-case form.
+        // printf %s 'cz3zkp9xqkwb1xy7:apa91bhun4mxp5egokmwt2kzfbafuh-1ryqx' | sha256sum
+        //   f15103a9be028972e088d933864a24d7c209e9a4980d391068bb989da089589b
+        #expect(DeviceKey.make(token: "cZ3ZKp9xQkWb1Xy7:APA91bHun4MxP5egoKMwt2KZFBaFUH-1RYqx") == "f15103a9be028972e088d933864a24d7")
+        // printf %s '' | sha256sum; printf %s abc | sha256sum
+        #expect(DeviceKey.make(token: "") == "e3b0c44298fc1c149afbf4c8996fb924")
+        #expect(DeviceKey.make(token: "ABC") == "ba7816bf8f01cfea414140de5dae2223")
     }
 
     @Test func keyIsStableCaseInsensitiveAndShort() {

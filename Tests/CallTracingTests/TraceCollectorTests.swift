@@ -1,5 +1,8 @@
 import CallTracing
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Locking
 import Logging
 import ServiceLifecycle
@@ -108,5 +111,42 @@ let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler()
         #expect(received.kind == "server")
         #expect(CallTracing.off.startSpan("x", continuing: caller) == nil, "off: no span")
         #expect(CallTracing.off.context(continuing: caller) == nil)
+    }
+
+    /// Whether a collector answers on `port` (a span query, 200).
+    static func answers(on port: Int) async -> Bool {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/spans?callId=c")!)
+        request.timeoutInterval = 5
+        guard let (_, response) = try? await URLSession.shared.data(for: request) else { return false }
+        return (response as? HTTPURLResponse)?.statusCode == 200
+    }
+
+    /// `callpush dev` and the tests stop a collector and start it again: the second start listens
+    /// anew instead of answering with the port of the stopped one.
+    @Test func aStoppedCollectorStartsAgain() async throws {
+        let collector = TraceCollector(port: 0, logger: quietLogger)
+        let first = try await collector.start()
+        #expect(await Self.answers(on: first))
+        await collector.stop()
+        #expect(collector.port == nil, "a stopped collector has no port")
+        #expect(await !Self.answers(on: first))
+        let second = try await collector.start()
+        #expect(collector.port == second)
+        #expect(await Self.answers(on: second), "the restarted collector listens")
+        await collector.stop()
+        await collector.stop()
+        #expect(await !Self.answers(on: second))
+    }
+
+    /// Two starts at once bind one listener: both get its port, and one stop closes it.
+    @Test func concurrentStartsBindOnce() async throws {
+        let collector = TraceCollector(port: 0, logger: quietLogger)
+        async let a = collector.start()
+        async let b = collector.start()
+        let (portA, portB) = try await (a, b)
+        #expect(portA == portB, "one listener")
+        await collector.stop()
+        #expect(await !Self.answers(on: portA))
+        #expect(await !Self.answers(on: portB), "no second listener left running")
     }
 }

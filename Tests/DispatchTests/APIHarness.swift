@@ -18,11 +18,6 @@ let testAuth = ["Authorization": "Bearer \(testKey)", "Content-Type": "applicati
 /// Quiet unless DISPATCH_TEST_LOG names a level.
 let quietLogger: Logger = .quietTestLogger(label: "dispatch-tests", levelFrom: "DISPATCH_TEST_LOG")
 
-func hexToken(_ seed: Int, digits: Int = 64) -> String {
-    let base = String(seed, radix: 16)
-    return String((String(repeating: "0", count: digits) + base).suffix(digits))
-}
-
 /// An FCM registration token (mixed case, `:`, `-`, `_`), distinct per seed.
 func androidToken(_ seed: Int) -> String {
     "dF\(seed)x-Q_7:APA91b" + String(repeating: "Hk3_Lp-Z", count: 18)

@@ -1,5 +1,6 @@
 import APNsSimulator
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Testing
 @testable import DispatchService

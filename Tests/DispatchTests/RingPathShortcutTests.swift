@@ -6,24 +6,6 @@ import Testing
 
 /// The ring path's shortcuts give the answers of the slower code they stand in for.
 @Suite struct RingPathShortcutTests {
-    /// dispatch derives a ring's device keys with swift-crypto's SHA-256 (the contract's own digest
-    /// is portable Swift, several times slower): the keys must be the contract's, byte for byte,
-    /// or a status, an ack or a dedupe entry would name another device.
-    @Test func dispatchsDeviceKeysAreTheContracts() {
-        var generator = SystemRandomNumberGenerator()
-        let alphabet = Array("0123456789abcdefABCDEF:_-xyzXYZ")
-        // Every length across SHA-256's padding boundaries (55/56/64 bytes), APNs tokens (64 hex
-        // digits, either case) and FCM registration tokens (~150 characters, mixed case).
-        for length in Array(0...130) + [152, 163, 200, 4096] {
-            for _ in 0..<3 {
-                let token = String((0..<length).map { _ in alphabet.randomElement(using: &generator)! })
-                #expect(DeviceKey.fromToken(token) == DeviceKey.make(token: token), "token of \(length) characters")
-            }
-        }
-        // A known digest: SHA-256("abc") begins ba7816bf8f01cfea414140de5dae2223.
-        #expect(DeviceKey.fromToken("ABC") == "ba7816bf8f01cfea414140de5dae2223")
-    }
-
     /// The attributes' control-character check skips the Unicode property lookup for ASCII; every
     /// scalar must get the general category's answer (Cc), C1 controls and DEL included.
     @Test func theControlCheckIsTheGeneralCategorys() {

@@ -1,4 +1,5 @@
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Testing
 @testable import DispatchService

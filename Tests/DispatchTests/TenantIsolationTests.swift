@@ -1,5 +1,6 @@
 import CallContract
 import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Testing
 @testable import DispatchService

@@ -1,6 +1,7 @@
 import APNsSimulator
 import CallContract
 import CallTracing
+import CallpushTestSupport
 import Foundation
 import Kafka
 import Locking
