@@ -7,6 +7,7 @@ import Kafka
 import Logging
 import ServiceLifecycle
 import Locking
+import NIOCore
 
 /// Builds a dispatch instance from its configuration: the services in start order (shutdown runs
 /// in reverse: the HTTP server stops before the view reader and the producer flushes).
@@ -91,7 +92,7 @@ public final class DispatchApp: Sendable {
     static func server(router: Router<DispatchRequestContext>, host: String, port: Int, configuration: DispatchConfiguration,
                        tls identity: TLSIdentity? = nil, bound: BoundPort, logger: Logger) -> some Service {
         let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [CloseAfterResponseHandler()],
-                                               idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.inSeconds * 1e9)))
+                                               idleTimeout: TimeAmount(configuration.idleTimeout))
         let server: HTTPServerBuilder = identity.map { identity in
             HTTPServerBuilder { responder in ReloadingTLSChannel(base: HTTP1Channel(responder: responder, configuration: http1), identity: identity) }
         } ?? .http1(configuration: http1)

@@ -166,7 +166,7 @@ final class WebhookLanes: Sendable {
         budget = ByteBudget(limit: delivery.queueBytes)
         queues = (0..<max(1, delivery.concurrency)).map { _ in AsyncStream<Job>.makeStream() }
         var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .nanoseconds(Int64(delivery.connectTimeout.inSeconds * 1e9)))
+        configuration.timeout = .init(connect: TimeAmount(delivery.connectTimeout))
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, delivery.concurrency))
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
@@ -236,7 +236,7 @@ final class WebhookLanes: Sendable {
             let span = tracing.startSpan(SpanName.webhook, continuing: job.trace, kind: .client)
             for (name, value) in traceHeaders(of: job, span: span, attempt: attempt) { request.headers.add(name: name, value: value) }
             do {
-                let response = try await client.execute(request, timeout: .nanoseconds(Int64(delivery.timeout.inSeconds * 1e9)))
+                let response = try await client.execute(request, timeout: TimeAmount(delivery.timeout))
                 // Read (a bounded part of) the answer so the connection can be reused.
                 _ = try? await response.body.collect(upTo: 64 * 1024)
                 span?.attributes[SpanAttributeName.httpStatus] = Int(response.status.code)

@@ -117,7 +117,7 @@ public final class APNSClient: Service, Sendable {
         guard let pool = app.pools[push.environment] else {
             return failure(APNSError(.unknownApp, "no pool for \(push.environment)"), attempts: 0)
         }
-        let deadline = NIODeadline.now() + .nanoseconds((push.timeout ?? configuration.requestTimeout).nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(push.timeout ?? configuration.requestTimeout)
         var attempts = 0
         var renewedToken = false
         var retiredIdleConnection = false

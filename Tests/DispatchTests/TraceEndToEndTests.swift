@@ -59,16 +59,20 @@ import Testing
         }) { bed in
             let worker = try await bed.startWorker(tracing: tracing.worker.tracing)
             try await WebhookTests.waitAssigned(bed.app)
-            // APNs answers 503 until it has refused one push: the first attempt is retried. (Not a
-            // time window: under load the first attempt can come after any window.)
+            // APNs answers 503 until it has refused one push and the call's SSE stream is open: the
+            // first attempt is retried, and the `sent` status reaches the stream live (a status the
+            // view applied before anyone subscribed is replayed without a `stream status` span).
+            // Conditions, not time windows: under load the attempt or the GET can come at any time.
             let steady = APNSSimulatorFaults(tokenOutcomes: [deadToken: .unregistered()])
             var faults = steady
             faults.errorRate = ErrorInjection(status: 503, probability: 1)
             worker.simulator.setFaults(faults)
             let simulator = worker.simulator
+            let view = bed.app.view
             let lift = Task {
                 let until = ContinuousClock.now + .seconds(60)
-                while simulator.stats().rejected["ServiceUnavailable", default: 0] == 0, ContinuousClock.now < until {
+                while simulator.stats().rejected["ServiceUnavailable", default: 0] == 0 || view.subscriberCount == 0,
+                      ContinuousClock.now < until {
                     try? await Task.sleep(for: .milliseconds(20))
                 }
                 simulator.setFaults(steady)

@@ -119,7 +119,7 @@ extension WorkerTestbed {
         let suspended = try #require(h.publisher.statuses.last)
         #expect(suspended.error?.code == DeliveryProcessor.suspendedCode)
         #expect(suspended.error?.message?.contains("FCM refused the credentials of app rider") == true, "\(suspended.error?.message ?? "")")
-        #expect(try await h.process(.ring(makeRing(token: token(0x1f05)))) == .finished(.sent), "the app's iPhones still ring")
+        #expect(try await h.process(.ring(makeRing(token: hexToken(0x1f05)))) == .finished(.sent), "the app's iPhones still ring")
         #expect(h.processor.credentials.suspended(now: Date()) == [.fcm(app: "rider")])
     }
 
@@ -178,7 +178,7 @@ extension WorkerTestbed {
         try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
             let worker = try bed.startPlatformWorker(apns, fcm)
             let callId = CallID.make()
-            let iphone = makeRing(token: token(0xa11), callId: callId)
+            let iphone = makeRing(token: hexToken(0xa11), callId: callId)
             let android = makeAndroidRing(token: fcmToken(11), callId: callId)
             try await bed.produce([.ring(iphone), .ring(android)])
             let statuses = try await bed.collectStatuses(until: { $0.terminal(callId).count >= 2 }, seconds: 30)
@@ -247,7 +247,7 @@ extension WorkerTestbed {
             #expect(bed.log.value.withLock { $0.latest(refused.callId)?.error?.code } == "SENDER_ID_MISMATCH")
 
             let held = makeAndroidRing(token: fcmToken(16))
-            let iphone = makeRing(token: token(0xa16))
+            let iphone = makeRing(token: hexToken(0xa16))
             try await bed.produce([.ring(held), .ring(iphone)])
             let statuses = try await bed.collectStatuses(until: { !$0.terminal(held.callId).isEmpty && !$0.terminal(iphone.callId).isEmpty },
                                                          seconds: 30)

@@ -136,11 +136,7 @@ struct DeliveryRunTests {
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let events = try rings.enumerated().map { try event(.ring($1), offset: Int64($0)) }
         let stores = Stores()
-        let coordinator = PartitionCoordinator(
-            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .milliseconds(50),
-            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, leftoverBound: .seconds(3600),
-            logger: Logger(label: "run-tests", factory: { _ in SwiftLogNoOpLogHandler() }))
-        await coordinator.assigned([0])
+        let coordinator = await assignedCoordinator(storingInto: stores, drainTimeout: .milliseconds(50), leftoverBound: .seconds(3600))
         let results = Locked<[Int: DeliveryResult]>([:])
         guard case .started = coordinator.start(run: events, { run in
             guard coordinator.beginWork(run) else { return }
@@ -196,10 +192,7 @@ struct DeliveryRunTests {
 
         // The run goes through the coordinator as in the worker: a ring's offset is stored once it is reported.
         let stores = Stores()
-        let coordinator = PartitionCoordinator(
-            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .seconds(3600),
-            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, logger: Logger(label: "run-tests"))
-        await coordinator.assigned([0])
+        let coordinator = await assignedCoordinator(storingInto: stores)
         let reports = Reports()
         guard case .started = coordinator.start(run: events, { run in
             guard coordinator.beginWork(run) else { return }
@@ -240,6 +233,18 @@ struct DeliveryRunTests {
         var all: [Int64] { values.withLock { $0 } }
     }
 
+    /// A coordinator that owns partition 0 and records the offsets it stores. The drain bound is an
+    /// hour unless a test is about what happens past it.
+    private func assignedCoordinator(storingInto stores: Stores, drainTimeout: Duration = .seconds(3600),
+                                     leftoverBound: Duration = .seconds(20)) async -> PartitionCoordinator {
+        let coordinator = PartitionCoordinator(
+            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: drainTimeout,
+            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, leftoverBound: leftoverBound,
+            logger: Logger(label: "run-tests", factory: { _ in SwiftLogNoOpLogHandler() }))
+        await coordinator.assigned([0])
+        return coordinator
+    }
+
     private func events(_ offsets: Range<Int64>) -> [InboundEvent] {
         offsets.map { InboundEvent(partition: 0, offset: $0, key: nil, value: []) }
     }
@@ -247,10 +252,7 @@ struct DeliveryRunTests {
     @Test("a run's offsets are stored as each of its deliveries finishes, never past an unfinished one")
     func runOffsetsAreStoredPerDelivery() async throws {
         let stores = Stores()
-        let coordinator = PartitionCoordinator(
-            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .seconds(3600),
-            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, logger: Logger(label: "run-tests"))
-        await coordinator.assigned([0])
+        let coordinator = await assignedCoordinator(storingInto: stores)
         let first = PartitionCoordinatorTests.Gate()
         let seen = Locked<[[Int64]]>([])
         guard case .started(let begun) = coordinator.start(run: events(0..<3), { run in
@@ -273,10 +275,7 @@ struct DeliveryRunTests {
     @Test("messages of a fetched batch that became stale while the consume loop held them (their partition revoked and assigned again) begin nothing; the re-delivered copies then run")
     func staleMessagesOfAHeldBatchBeginNothing() async throws {
         let stores = Stores()
-        let coordinator = PartitionCoordinator(
-            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .seconds(3600),
-            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, logger: Logger(label: "run-tests"))
-        await coordinator.assigned([0])
+        let coordinator = await assignedCoordinator(storingInto: stores)
         let ran = Locked<[[Int64]]>([])
         let work: @Sendable (DeliveryRun) async -> Void = { run in
             guard coordinator.beginWork(run) else { return }
@@ -305,10 +304,7 @@ struct DeliveryRunTests {
     func revokeHandsBackAWaitingRunAndDrainsABegunOne() async throws {
         let stores = Stores()
         // Drain bound of an hour: the revoke ends only because the waiting run is handed back at once.
-        let coordinator = PartitionCoordinator(
-            dedupe: PartitionDedupe(retention: .seconds(60), capacity: 100), history: nil, drainTimeout: .seconds(3600),
-            storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in }, logger: Logger(label: "run-tests"))
-        await coordinator.assigned([0])
+        let coordinator = await assignedCoordinator(storingInto: stores)
         let limiter = InFlightLimiter(limit: 3)
         let gate = PartitionCoordinatorTests.Gate()
         let handedBack = Locked(false)

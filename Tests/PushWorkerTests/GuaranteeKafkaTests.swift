@@ -16,8 +16,8 @@ import Testing
         try await WorkerTestbed.with(partitions: 1) { bed in
             let sender = ScriptedSender()
             let first = try bed.startWorker("worker-a", sender: sender)
-            let ring = makeRing(token: token(0xc0), ringsFor: TestTiming.scaled(seconds: 60))
-            let marker = makeRing(token: token(0xc1))
+            let ring = makeRing(token: hexToken(0xc0), ringsFor: TestTiming.scaled(seconds: 60))
+            let marker = makeRing(token: hexToken(0xc1))
             try await bed.produce([.cancel(CancelRequest(callId: ring.callId, requestedAt: Date())), .ring(marker)])
             _ = try await bed.collectStatuses(until: { $0.terminal(marker.callId) == [.sent] }, seconds: 30)
             await bed.stop([first])  // commits: the cancel will not be read again
@@ -25,7 +25,7 @@ import Testing
             let second = try bed.startWorker("worker-b", sender: sender)
             var replayed = ring
             replayed.replay = 1
-            try await bed.produce([.ring(replayed), .ring(makeRing(token: token(0xc2)))])
+            try await bed.produce([.ring(replayed), .ring(makeRing(token: hexToken(0xc2)))])
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= 3 }, seconds: 60)
             #expect(statuses.terminal(ring.callId) == [.cancelled])
             #expect(!sender.sent.contains { $0.push.deviceToken == ring.device.token }, "a cancelled call never rings")
@@ -38,7 +38,7 @@ import Testing
     @Test func aCancelStopsARetryingDeliveryWhenEveryInFlightSlotIsTaken() async throws {
         try await WorkerTestbed.with(partitions: 1) { bed in
             let sender = ScriptedSender()
-            let ring = makeRing(token: token(0xd0), ringsFor: TestTiming.scaled(seconds: 60))
+            let ring = makeRing(token: hexToken(0xd0), ringsFor: TestTiming.scaled(seconds: 60))
             sender.script(ring.device.token, Array(repeating: .unavailable, count: 60))
             let worker = try bed.startWorker("worker-a", sender: sender, maxInFlight: 1)
             try await bed.produce([.ring(ring)])
@@ -55,7 +55,7 @@ import Testing
     /// wedge the worker: its producer is replaced and the outcome is written.
     @Test func aFatalProducerErrorIsRecoveredFromAndTheOutcomeWritten() async throws {
         try await WorkerTestbed.with(partitions: 1) { bed in
-            let ring = makeRing(token: token(0xe0), ringsFor: TestTiming.scaled(seconds: 60))
+            let ring = makeRing(token: hexToken(0xe0), ringsFor: TestTiming.scaled(seconds: 60))
             try await bed.produce([.ring(ring)])  // the test's own producer has its producer id: the fault is the worker's
             try bed.cluster.pushRequestErrors(apiKey: .initProducerID, errors: ["CLUSTER_AUTHORIZATION_FAILED"])
             let sender = ScriptedSender()
@@ -79,7 +79,7 @@ import Testing
             _ = try await producer.send(poison)
             await producer.shutdown()
             let worker = try bed.startWorker("worker-a", sender: ScriptedSender())
-            let rings = (0..<5).map { makeRing(token: token(0xf0 + $0)) }
+            let rings = (0..<5).map { makeRing(token: hexToken(0xf0 + $0)) }
             try await bed.produce(rings.map { .ring($0) })
             _ = try await bed.collectStatuses(until: { log in rings.allSatisfy { log.terminal($0.callId) == [.sent] } }, seconds: 60)
             let dlq = try await bed.readDeadLetters(count: 1, seconds: 60)

@@ -36,14 +36,14 @@ import Testing
     /// production pushes.
     @Test func anEnvironmentRefusalForOneDeviceDoesNotSuspendTheOtherEnvironment() async throws {
         let h = Harness(credentials: CredentialCircuit(initialCoolDown: .seconds(60)))
-        let sandbox = makeRing(token: token(0x5a), environment: .sandbox)
+        let sandbox = makeRing(token: hexToken(0x5a), environment: .sandbox)
         h.sender.script(sandbox.device.token, [PushAttempt(disposition: .credentialsInvalid, status: 403, reason: "BadEnvironmentKeyInToken")])
         #expect(try await h.process(.ring(sandbox)) == .finished(.failed))
-        let production = makeRing(token: token(0x9f), environment: .production)
+        let production = makeRing(token: hexToken(0x9f), environment: .production)
         #expect(try await h.process(.ring(production), offset: 101) == .finished(.sent))
         #expect(h.sender.sent.count == 2, "the production ring was pushed")
         // The sandbox environment of the app stays suspended: the next sandbox ring is not pushed.
-        #expect(try await h.process(.ring(makeRing(token: token(0x5b), environment: .sandbox)), offset: 102) == .finished(.failed))
+        #expect(try await h.process(.ring(makeRing(token: hexToken(0x5b), environment: .sandbox)), offset: 102) == .finished(.failed))
         #expect(h.sender.sent.count == 2)
         #expect(h.publisher.statuses.last?.error?.code == DeliveryProcessor.suspendedCode)
     }

@@ -17,7 +17,7 @@ import Testing
             let sender = ScriptedSender()
             let a = try bed.startWorker("worker-a", sender: sender)
             let b = try bed.startWorker("worker-b", sender: sender)
-            let rings = (0..<10_000).map { i in makeRing(token: token(i)) }
+            let rings = (0..<10_000).map { i in makeRing(token: hexToken(i)) }
             try await bed.produce(rings.map { .ring($0) })
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
             statuses.expectEachPushedOnceAndSent(rings, pushedTokens: sender.sent.map(\.push.deviceToken))
@@ -37,7 +37,7 @@ import Testing
             let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 100)
             // All events are produced at once: the last ones wait for the first ones, so the
             // deadline covers the whole run (a debug build delivers a few hundred per second).
-            let rings = (0..<events).map { i in makeRing(token: token(i), ringsFor: TestTiming.scaled(seconds: 240)) }
+            let rings = (0..<events).map { i in makeRing(token: hexToken(i), ringsFor: TestTiming.scaled(seconds: 240)) }
             try await bed.produce(rings.map { .ring($0) })
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 300)
             #expect(statuses.count(.retrying) == 0, "the transport stayed healthy (otherwise see the comment above); retried: \(statuses.retryReasons)")
@@ -53,7 +53,7 @@ import Testing
             apns.simulator.setFaults(faults)
             let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 50)
             let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 50)
-            let rings = (0..<1_500).map { i in makeRing(token: token(i)) }
+            let rings = (0..<1_500).map { i in makeRing(token: hexToken(i)) }
             try await bed.produce(rings.map { .ring($0) })
             _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 300 }, seconds: 90)
             a.task.cancel()  // abrupt: in-flight deliveries are not drained
@@ -77,7 +77,7 @@ import Testing
     @Test func aPartitionMovingToAnotherWorkerDoesNotRepushSentCalls() async throws {
         try await WorkerTestbed.withSimulator(partitions: 3) { apns, bed in
             let a = try bed.startWorker("worker-a", sender: apns.sender)
-            let rings = (0..<300).map { i in makeRing(token: token(i)) }
+            let rings = (0..<300).map { i in makeRing(token: hexToken(i)) }
             try await bed.produce(rings.map { .ring($0) })
             _ = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 60)
             await bed.stop([a])
@@ -115,11 +115,11 @@ import Testing
     @Test func cancelBeforeThePushPreventsItAndCancelAfterLeavesItSent() async throws {
         try await WorkerTestbed.withSimulator(partitions: 2) { apns, bed in
             let worker = try bed.startWorker("worker-a", sender: apns.sender)
-            let cancelledCall = makeRing(token: token(0xca1))
-            let sentCall = makeRing(token: token(0x5e7))
+            let cancelledCall = makeRing(token: hexToken(0xca1))
+            let sentCall = makeRing(token: hexToken(0x5e7))
             try await bed.produce([.cancel(CancelRequest(callId: cancelledCall.callId, requestedAt: Date())), .ring(cancelledCall), .ring(sentCall)])
             _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 2 }, seconds: 30)
-            try await bed.produce([.cancel(CancelRequest(callId: sentCall.callId, requestedAt: Date())), .ring(makeRing(token: token(0xf00)))])
+            try await bed.produce([.cancel(CancelRequest(callId: sentCall.callId, requestedAt: Date())), .ring(makeRing(token: hexToken(0xf00)))])
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= 3 }, seconds: 30)
             #expect(statuses.states(cancelledCall.callId) == [.cancelled])
             #expect(apns.pushes(for: cancelledCall.device.token).isEmpty, "no push for a call cancelled first")
@@ -149,11 +149,6 @@ import Testing
     }
 }
 
-func token(_ i: Int) -> String {
-    let hex = String(i, radix: 16)
-    return String(repeating: "0", count: 64 - hex.count) + hex
-}
-
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -180,7 +175,7 @@ import ServiceLifecycle
             let (healthStatus, _) = try await get("http://127.0.0.1:\(port)/healthz")
             #expect(healthStatus == 200)
             let ring = makeRing()
-            let dead = makeRing(token: token(0xdead))
+            let dead = makeRing(token: hexToken(0xdead))
             sender.script(dead.device.token, [.unregistered])
             try await bed.produce([.ring(ring), .ring(dead)])
             _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 2 }, seconds: 30)

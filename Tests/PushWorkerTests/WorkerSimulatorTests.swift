@@ -59,7 +59,7 @@ import Testing
             var faults = APNSSimulatorFaults()
             faults.errorRate = ErrorInjection(status: 503, probability: 1, startsAt: Date(), endsAt: Date().addingTimeInterval(TestTiming.scaled(seconds: 1.5)))
             apns.simulator.setFaults(faults)
-            let ring = makeRing(token: token(0xb0557), ringsFor: 20)
+            let ring = makeRing(token: hexToken(0xb0557), ringsFor: 20)
             try await bed.produce([.ring(ring)])
             let statuses = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 30)
             #expect(statuses.terminal(ring.callId) == [.sent])

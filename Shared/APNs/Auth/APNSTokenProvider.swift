@@ -109,13 +109,3 @@ public final class APNSTokenProvider: Sendable {
         return token
     }
 }
-
-extension Duration {
-    /// Nanoseconds (saturating), for NIO's `TimeAmount`.
-    var nanoseconds: Int64 {
-        let parts = components
-        let (ns, overflow) = parts.seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return parts.seconds < 0 ? .min : .max }
-        return ns &+ parts.attoseconds / 1_000_000_000
-    }
-}

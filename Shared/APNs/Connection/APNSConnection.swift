@@ -53,21 +53,21 @@ final class APNSConnection: Sendable {
     ) -> EventLoopFuture<(APNSConnection, Int)> {
         let ready = eventLoop.makePromise(of: APNSConnectionHandler.Ready.self)
         let result = eventLoop.makePromise(of: (APNSConnection, Int).self)
-        let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.connectTimeout.nanoseconds)) {
+        let timeout = eventLoop.scheduleTask(in: TimeAmount(configuration.connectTimeout)) {
             ready.fail(APNSError(.connectFailed, "connecting to \(endpoint) took longer than the connect timeout"))
         }
         let sniHost: String? = isIPAddress(endpoint.host) ? nil : endpoint.host
         let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
+            .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     let handler = APNSConnectionHandler(
                         id: id, maxStreamsCap: configuration.maxStreamsPerConnection, firstStreamID: configuration.firstStreamID,
-                        pingInterval: .nanoseconds(configuration.pingInterval.nanoseconds),
-                        pingTimeout: .nanoseconds(configuration.pingTimeout.nanoseconds),
-                        inFlightReadTimeout: .nanoseconds(configuration.inFlightReadTimeout.nanoseconds),
+                        pingInterval: TimeAmount(configuration.pingInterval),
+                        pingTimeout: TimeAmount(configuration.pingTimeout),
+                        inFlightReadTimeout: TimeAmount(configuration.inFlightReadTimeout),
                         delegate: delegate, ready: ready)
                     let http2 = http2Configuration(configuration)
                     try sync.addHandler(NIOSSLClientHandler(context: tlsContext, serverHostname: sniHost))
