@@ -188,32 +188,23 @@ public final class APNSClient: Service, Sendable {
         }
     }
 
-    /// Sends several VoIP pushes and returns one outcome per push, in order, each as ``send(_:)`` would
-    /// (its own deadline, retries and outcome). The pushes run together on one of the client's event
-    /// loops: their requests are submitted, and their answers taken, on that loop's thread, instead
-    /// of each crossing from the caller's threads to the loop and back.
+    /// Sends several VoIP pushes as ``send(_:answered:)`` does and returns one outcome per push, in
+    /// order, once all are answered.
     public func send(_ pushes: [APNSVoIPPush]) async -> [APNSOutcome] {
-        guard pushes.count > 1 else { return pushes.isEmpty ? [] : [await send(pushes[0])] }
-        let executor = EventLoopTaskExecutor(group.any())
-        return await withTaskExecutorPreference(executor) {
-            await withTaskGroup(of: (Int, APNSOutcome).self) { tasks in
-                for (index, push) in pushes.enumerated() {
-                    tasks.addTask { (index, await self.send(push)) }
-                }
-                var outcomes = [APNSOutcome?](repeating: nil, count: pushes.count)
-                for await (index, outcome) in tasks { outcomes[index] = outcome }
-                return zip(pushes, outcomes).map { push, outcome in
-                    outcome ?? APNSOutcome(error: APNSError(.shuttingDown, "the push was not sent"),
-                                           apnsID: push.apnsID.lowercasedText, latency: .zero, attempts: 0)
-                }
-            }
+        let outcomes = Locked([APNSOutcome?](repeating: nil, count: pushes.count))
+        await send(pushes) { index, outcome in outcomes.withLock { $0[index] = outcome } }
+        return zip(pushes, outcomes.withLock { $0 }).map { push, outcome in
+            outcome ?? APNSOutcome(error: APNSError(.shuttingDown, "the push was not sent"),
+                                   apnsID: push.apnsID.lowercasedText, latency: .zero, attempts: 0)
         }
     }
 
-    /// Sends several VoIP pushes as ``send(_:)-([APNSVoIPPush])`` does, reporting each push's outcome
-    /// through `answered` (its index in `pushes`, the outcome) from that push's own task as soon as it
-    /// is known, so one slow answer holds back none of the others; returns once every push was
-    /// answered, each exactly once.
+    /// Sends several VoIP pushes, each as ``send(_:)`` would (its own deadline, retries and outcome),
+    /// reporting each push's outcome through `answered` (its index in `pushes`, the outcome) from that
+    /// push's own task as soon as it is known, so one slow answer holds back none of the others;
+    /// returns once every push was answered, each exactly once. The pushes run together on one of the
+    /// client's event loops: their requests are submitted, and their answers taken, on that loop's
+    /// thread, instead of each crossing from the caller's threads to the loop and back.
     public func send(_ pushes: [APNSVoIPPush], answered: @escaping @Sendable (Int, APNSOutcome) -> Void) async {
         guard pushes.count > 1 else {
             if !pushes.isEmpty { answered(0, await send(pushes[0])) }
