@@ -128,7 +128,9 @@ let package = Package(
         .target(
             name: "PushClientSupport",
             dependencies: ["Locking",
+                .logging,
                 .nioCore,
+                .nioPosix,
                 .nioSSL,
             ],
             path: "Shared/PushClientSupport"

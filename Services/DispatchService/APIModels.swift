@@ -88,8 +88,6 @@ enum APIModels {
             var error: CallStatus.ErrorInfo?
             var deviceReport: DeviceReport?
 
-            enum CodingKeys: String, CodingKey { case deviceKey, deviceId, state, attempt, replay, at, apns, fcm, error, deviceReport }
-
             init(_ delivery: CallView.Delivery) {
                 let status = delivery.lastStatus
                 deviceKey = delivery.deviceKey
@@ -106,20 +104,6 @@ enum APIModels {
                                  error: $0.status.error)
                 }
             }
-
-            func encode(to encoder: any Encoder) throws {
-                var c = encoder.container(keyedBy: CodingKeys.self)
-                try c.encode(deviceKey, forKey: .deviceKey)
-                try c.encodeIfPresent(deviceId, forKey: .deviceId)
-                try c.encode(state, forKey: .state)
-                try c.encode(attempt, forKey: .attempt)
-                try c.encode(replay, forKey: .replay)
-                try c.encode(at, forKey: .at)
-                try c.encodeIfPresent(apns, forKey: .apns)
-                try c.encodeIfPresent(fcm, forKey: .fcm)
-                try c.encodeIfPresent(error, forKey: .error)
-                try c.encodeIfPresent(deviceReport, forKey: .deviceReport)
-            }
         }
         var callId: String
         var app: String?
@@ -127,23 +111,12 @@ enum APIModels {
         var complete: Bool
         var deliveries: [Delivery]
 
-        enum CodingKeys: String, CodingKey { case callId, app, ringDeadline, complete, deliveries }
-
         init(_ view: CallView) {
             callId = view.callId
             app = view.app
             ringDeadline = view.ringDeadline.map(ContractCoding.format)
             complete = view.isComplete
             deliveries = view.deliveries.map(Delivery.init)
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(callId, forKey: .callId)
-            try c.encodeIfPresent(app, forKey: .app)
-            try c.encodeIfPresent(ringDeadline, forKey: .ringDeadline)
-            try c.encode(complete, forKey: .complete)
-            try c.encode(deliveries, forKey: .deliveries)
         }
     }
 

@@ -231,17 +231,4 @@ public struct CallSubmission: Sendable, Hashable, Codable {
         }
         return data
     }
-
-    /// Encodes with the API's field names.
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encodeIfPresent(callId, forKey: .callId)
-        try c.encode(app, forKey: .app)
-        try c.encode(devices, forKey: .devices)
-        try c.encode(caller, forKey: .caller)
-        try c.encode(hasVideo, forKey: .hasVideo)
-        try c.encodeIfPresent(ringTimeoutSeconds, forKey: .ringTimeoutSeconds)
-        try c.encodeIfPresent(maxDurationSeconds, forKey: .maxDurationSeconds)
-        try c.encode(attributes, forKey: .attributes)
-    }
 }

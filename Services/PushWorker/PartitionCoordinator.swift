@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Locking
 
-/// One delivery's place in its partition's assignment, given to the delivery's work.
+/// One delivery's place in its partition's assignment (`DeliveryRun.tickets`).
 public struct DeliveryTicket: Sendable, Hashable {
     public var partition: Int32
     public var offset: Int64
@@ -27,7 +27,7 @@ public struct DeliveryTicket: Sendable, Hashable {
 public final class PartitionCoordinator: Sendable {
     private struct Partition {
         var tracker = OffsetTracker()
-        /// Each begun offset's task; the deliveries of a run (`start(run:)`) share one.
+        /// Each begun offset's task, shared by the deliveries of its run (`start(run:)`).
         var inFlight: [Int64: any DeliveryHandle] = [:]
         /// Offsets whose task has not begun work (waits for an in-flight slot).
         var waiting: Set<Int64> = []
@@ -49,16 +49,6 @@ public final class PartitionCoordinator: Sendable {
         /// Messages waiting for a partition's `assigned` to finish.
         var settled: [Int32: [CheckedContinuation<Void, Never>]] = [:]
         var generations = 0
-    }
-
-    /// What `start` did with a message.
-    public enum Start {
-        /// Its delivery runs in this task.
-        case started(Task<DeliveryResult, Never>)
-        /// Not begun: the message belongs to an earlier assignment, or was already begun.
-        case stale
-        /// Its partition's assignment is still being set up: wait (`assignmentSettled`) and start again.
-        case waitForAssignment
     }
 
     private let state = Locked(State())
@@ -280,7 +270,7 @@ public final class PartitionCoordinator: Sendable {
 
     // MARK: Deliveries
 
-    /// Waits until `partition`'s assignment is set up (`start` answered `.waitForAssignment`).
+    /// Waits until `partition`'s assignment is set up (`start(run:)` answered `.waitForAssignment`).
     public func assignmentSettled(_ partition: Int32) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let pending = state.withLock { state -> Bool in
@@ -289,60 +279,6 @@ public final class PartitionCoordinator: Sendable {
                 return true
             }
             if !pending { continuation.resume() }
-        }
-    }
-
-    /// Begins `event` and runs `work` for it in its own task. The task counts as waiting until the
-    /// work calls `beginWork(_:)` (it may first wait for an in-flight slot): a revoke hands such
-    /// deliveries back at once.
-    ///
-    /// `isCurrent` is asked under the coordinator's lock, after the caller may have waited across a
-    /// revoke and a new assignment of the same partition. Such a stale message must not be begun:
-    /// the new assignment re-delivers from the committed offset, and begun first, the stale offset
-    /// would make the tracker skip the earlier re-delivered ones and then store past them (lost calls).
-    public func start(
-        _ event: InboundEvent,
-        isCurrent: () -> Bool = { true },
-        _ work: @escaping @Sendable (DeliveryTicket) async -> DeliveryResult
-    ) -> Start {
-        let (start, pauseNow) = state.withLock { state -> (Start, Bool) in
-            if state.assigning[event.partition] != nil { return (.waitForAssignment, false) }
-            guard let partition = state.partitions[event.partition], !partition.revoking, isCurrent() else { return (.stale, false) }
-            // Mutated in place (`partitions[p]!.…`): a copy taken out and written back would copy the
-            // in-flight table (hundreds of entries) on every event.
-            guard state.partitions[event.partition]!.tracker.begin(event.offset) else { return (.stale, false) }
-            state.partitions[event.partition]!.lastBegun = event.offset
-            let ticket = DeliveryTicket(partition: event.partition, offset: event.offset,
-                                        generation: state.partitions[event.partition]!.generation)
-            let task = Task {
-                let result = await work(ticket)
-                self.complete(ticket, result)
-                return result
-            }
-            state.partitions[event.partition]!.inFlight[event.offset] = task
-            state.partitions[event.partition]!.waiting.insert(event.offset)
-            var pauseNow = false
-            if !state.partitions[event.partition]!.paused, state.partitions[event.partition]!.tracker.inFlight >= pauseAfter {
-                state.partitions[event.partition]!.paused = true
-                pauseNow = true
-            }
-            return (.started(task), pauseNow)
-        }
-        if pauseNow {
-            logger.warning("partition paused: too many offsets waiting behind an unfinished delivery",
-                           metadata: ["kafka.partition": "\(event.partition)", "kafka.offset": "\(event.offset)"])
-            pause(event.partition, true)
-        }
-        return start
-    }
-
-    /// The delivery begins its work (it has its in-flight slot). False when its partition was
-    /// revoked meanwhile: hand back.
-    public func beginWork(_ ticket: DeliveryTicket) -> Bool {
-        state.withLock { state in
-            guard state.partitions[ticket.partition]?.generation == ticket.generation else { return false }
-            state.partitions[ticket.partition]!.waiting.remove(ticket.offset)
-            return true
         }
     }
 
@@ -360,10 +296,15 @@ public final class PartitionCoordinator: Sendable {
     /// Begins a run of messages of ONE partition, in offset order, and runs `work` for all of them
     /// in one task. Each delivery keeps its own ticket: its offset is stored when its own outcome is
     /// durable (`DeliveryRun.finish`), whatever the others do. The run counts as waiting until the
-    /// work calls `beginWork(_ run:)` (it may first wait for in-flight slots): a revoke hands every
+    /// work calls `beginWork(_:)` (it may first wait for in-flight slots): a revoke hands every
     /// delivery of a waiting run back at once, and a begun run gets the drain bound, then is
-    /// cancelled — as single deliveries (`start`) are. A message that is stale (`isCurrent(index)`
-    /// false, or already begun) is left out; the rest still run.
+    /// cancelled. A message that is stale (`isCurrent(index)` false, or already begun) is left out;
+    /// the rest still run.
+    ///
+    /// `isCurrent` is asked under the coordinator's lock, after the caller may have waited across a
+    /// revoke and a new assignment of the same partition. Such a stale message must not be begun:
+    /// the new assignment re-delivers from the committed offset, and begun first, the stale offset
+    /// would make the tracker skip the earlier re-delivered ones and then store past them (lost calls).
     public func start(
         run events: [InboundEvent],
         isCurrent: (Int) -> Bool = { _ in true },
@@ -419,10 +360,6 @@ public final class PartitionCoordinator: Sendable {
             for ticket in run.tickets { state.partitions[first.partition]!.waiting.remove(ticket.offset) }
             return true
         }
-    }
-
-    private func complete(_ ticket: DeliveryTicket, _ result: DeliveryResult) {
-        complete(CollectionOfOne((ticket, result)))
     }
 
     /// Ends deliveries of one partition's assignment (a run's that ended together): one lock, and
@@ -502,7 +439,7 @@ public final class DeliveryRun: Sendable {
     }
 }
 
-/// A task running one delivery or a run of them, as the coordinator waits for and cancels it.
+/// A task running a run of deliveries, as the coordinator waits for and cancels it.
 protocol DeliveryHandle: Sendable {
     func cancel()
     func wait() async

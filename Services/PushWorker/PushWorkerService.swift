@@ -219,8 +219,7 @@ public final class PushWorkerService: Service, Sendable {
     private func place(_ events: [InboundEvent], _ messages: [KafkaConsumerMessage],
                        _ work: @escaping @Sendable (DeliveryRun) async -> Void) async {
         while true {
-            let start = startRun(events, messages, work)
-            switch start {
+            switch coordinator.start(run: events, isCurrent: { consumer.isCurrent(messages[$0]) }, work) {
             case .started(let begun):
                 backlog.release(count: events.count - begun.count)
             case .stale:
@@ -231,11 +230,6 @@ public final class PushWorkerService: Service, Sendable {
             }
             return
         }
-    }
-
-    private func startRun(_ events: [InboundEvent], _ messages: [KafkaConsumerMessage],
-                          _ work: @escaping @Sendable (DeliveryRun) async -> Void) -> PartitionCoordinator.RunStart {
-        coordinator.start(run: events, isCurrent: { consumer.isCurrent(messages[$0]) }, work)
     }
 
     /// Pauses or resumes partitions as the coordinator asks (in order).

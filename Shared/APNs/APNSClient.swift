@@ -39,7 +39,7 @@ public final class APNSClient: Service, Sendable {
         configuration: APNSClientConfiguration,
         apps: [APNSAppID: APNSApp],
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger = Logger(label: "callpush.apns"),
+        logger: Logger = Logger(label: APNSClient.defaultLoggerLabel),
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws(APNSCredentialError) {
         try configuration.validate()

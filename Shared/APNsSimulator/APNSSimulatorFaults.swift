@@ -87,17 +87,10 @@ public struct APNSSimulatorFaults: Sendable, Codable, Equatable {
 
     /// Checks the values are usable; throws an ``APNSSimulatorError`` naming the bad field.
     public func validate() throws {
-        func positive(_ value: Int?, _ name: String) throws {
-            if let value, value < 1 { throw APNSSimulatorError.invalidFaults("\(name) must be >= 1") }
-        }
-        try positive(goAwayAfterStreams, "goAwayAfterStreams")
-        try positive(dropConnectionAfterStreams, "dropConnectionAfterStreams")
-        if let n = maxConcurrentStreams, n < 1 || n > Int(Int32.max) {
-            throw APNSSimulatorError.invalidFaults("maxConcurrentStreams must be in 1...\(Int32.max)")
-        }
-        if !(refusedStreamRate >= 0 && refusedStreamRate <= 1) {
-            throw APNSSimulatorError.invalidFaults("refusedStreamRate must be in 0...1")
-        }
+        try APNSSimulatorError.check(goAwayAfterStreams, atLeast: 1, "goAwayAfterStreams")
+        try APNSSimulatorError.check(dropConnectionAfterStreams, atLeast: 1, "dropConnectionAfterStreams")
+        try APNSSimulatorError.check(maxConcurrentStreams, in: 1...Int(Int32.max), "maxConcurrentStreams")
+        try APNSSimulatorError.checkProbability(refusedStreamRate, "refusedStreamRate")
         if let rejectConnections, rejectConnections.isEmpty || rejectConnections.utf8.count > 200 {
             throw APNSSimulatorError.invalidFaults("rejectConnections must be a reason of 1...200 bytes")
         }

@@ -57,8 +57,6 @@ public struct ErrorInjection: Sendable, Codable, Equatable {
         guard (400...599).contains(status) else {
             throw APNSSimulatorError.invalidFaults("errorRate.status must be an error status (400...599)")
         }
-        guard probability.isFinite, (0...1).contains(probability) else {
-            throw APNSSimulatorError.invalidFaults("errorRate.probability must be in 0...1")
-        }
+        try APNSSimulatorError.checkProbability(probability, "errorRate.probability")
     }
 }

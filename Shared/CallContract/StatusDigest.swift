@@ -135,21 +135,11 @@ private struct StatusScanner {
                     guard callId == nil, let text = plainText(), FastJSON.fits(text, maxBytes: StatusDigest.callIdBytes) else { return nil }
                     callId = text
                 case .deviceKey:
-                    guard deviceKey == nil else { return nil }
-                    if takeLiteral("null") {
-                        deviceKey = .some(nil)
-                    } else {
-                        guard let text = plainText(), FastJSON.fits(text, maxBytes: StatusDigest.deviceKeyBytes) else { return nil }
-                        deviceKey = .some(text)
+                    guard nullable(&deviceKey, { $0.plainText() }, valid: { FastJSON.fits($0, maxBytes: StatusDigest.deviceKeyBytes) }) else {
+                        return nil
                     }
                 case .replay:
-                    guard replay == nil else { return nil }
-                    if takeLiteral("null") {
-                        replay = .some(nil)
-                    } else {
-                        guard let value = integer(), ContractLimits.replay.contains(value) else { return nil }
-                        replay = .some(value)
-                    }
+                    guard nullable(&replay, { $0.integer() }, valid: { ContractLimits.replay.contains($0) }) else { return nil }
                 case .state:
                     guard state == nil, let text = plainText(), let value = CallStatus.State(rawValue: text) else { return nil }
                     state = value
@@ -157,13 +147,7 @@ private struct StatusScanner {
                     guard at == nil, let text = plainText(), let value = FastJSON.timestamp(text) else { return nil }
                     at = value
                 case .tenant:
-                    guard tenant == nil else { return nil }
-                    if takeLiteral("null") {
-                        tenant = .some(nil)
-                    } else {
-                        guard let text = plainText(), TenantName.problem(text) == nil else { return nil }
-                        tenant = .some(text)
-                    }
+                    guard nullable(&tenant, { $0.plainText() }, valid: { TenantName.problem($0) == nil }) else { return nil }
                 case nil:
                     guard skipValue(depth: 1) else { return nil }
                 }
@@ -180,6 +164,20 @@ private struct StatusScanner {
     }
 
     // MARK: reading
+
+    /// Reads a field that may be `null` into `field` (`.some(nil)` for `null`): false when the
+    /// field was already read, or its value is unreadable or not `valid`.
+    private mutating func nullable<Value>(_ field: inout Value??, _ read: (inout Self) -> Value?,
+                                          valid: (Value) -> Bool) -> Bool {
+        guard field == nil else { return false }
+        if takeLiteral("null") {
+            field = .some(nil)
+            return true
+        }
+        guard let value = read(&self), valid(value) else { return false }
+        field = .some(value)
+        return true
+    }
 
     private mutating func skipSpace() {
         index = JSONBytes.skipWhitespace(bytes, from: index)

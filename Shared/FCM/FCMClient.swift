@@ -40,14 +40,14 @@ public final class FCMClient: Service, Sendable {
     /// - Parameters:
     ///   - apps: app name → service account. Apps with the same service account share its access token.
     ///   - eventLoopGroup: defaults to NIO's shared singleton group.
-    ///   - wallClock: the time put in JWT grants (`iat`/`exp`; injectable for tests).
+    ///   - now: wall clock for the time put in JWT grants (`iat`/`exp`; injectable for tests).
     /// - Throws: ``FCMCredentialError`` naming the bad setting.
     public init(
         configuration: FCMClientConfiguration,
         apps: [FCMAppID: FCMApp],
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger = Logger(label: "callpush.fcm"),
-        wallClock: @escaping @Sendable () -> Date = { Date() }
+        logger: Logger = Logger(label: FCMClient.defaultLoggerLabel),
+        now wallClock: @escaping @Sendable () -> Date = { Date() }
     ) throws(FCMCredentialError) {
         try configuration.validate()
         guard !apps.isEmpty else { throw FCMCredentialError(.invalidConfiguration, "no FCM apps configured") }

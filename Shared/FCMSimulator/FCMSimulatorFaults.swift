@@ -46,10 +46,8 @@ public struct FCMSimulatorFaults: Sendable, Codable, Equatable {
         }
         if let errorRate {
             try errorRate.error.validate("errorRate")
-            guard errorRate.probability.isFinite, (0...1).contains(errorRate.probability) else {
-                throw FCMSimulatorError.invalidFaults("errorRate.probability must be in 0...1")
-            }
-            if let count = errorRate.count, count < 0 { throw FCMSimulatorError.invalidFaults("errorRate.count must be >= 0") }
+            try FCMSimulatorError.checkProbability(errorRate.probability, "errorRate.probability")
+            try FCMSimulatorError.check(errorRate.count, atLeast: 0, "errorRate.count")
         }
         if let latency {
             guard latency.minimumMilliseconds.isFinite, latency.maximumMilliseconds.isFinite, latency.minimumMilliseconds >= 0,
@@ -58,14 +56,10 @@ public struct FCMSimulatorFaults: Sendable, Codable, Equatable {
         }
         if let tokenEndpoint {
             guard (400...599).contains(tokenEndpoint.status) else { throw FCMSimulatorError.invalidFaults("tokenEndpoint.status must be 400...599") }
-            guard tokenEndpoint.probability.isFinite, (0...1).contains(tokenEndpoint.probability) else {
-                throw FCMSimulatorError.invalidFaults("tokenEndpoint.probability must be in 0...1")
-            }
-            if let count = tokenEndpoint.count, count < 0 { throw FCMSimulatorError.invalidFaults("tokenEndpoint.count must be >= 0") }
+            try FCMSimulatorError.checkProbability(tokenEndpoint.probability, "tokenEndpoint.probability")
+            try FCMSimulatorError.check(tokenEndpoint.count, atLeast: 0, "tokenEndpoint.count")
         }
-        if let seconds = accessTokenLifetimeSeconds, !(1...86_400).contains(seconds) {
-            throw FCMSimulatorError.invalidFaults("accessTokenLifetimeSeconds must be in 1...86400")
-        }
+        try FCMSimulatorError.check(accessTokenLifetimeSeconds, in: 1...86_400, "accessTokenLifetimeSeconds")
     }
 }
 
@@ -130,9 +124,7 @@ public struct FCMSimulatedError: Sendable, Codable, Equatable {
     func validate(_ field: String) throws {
         guard (400...599).contains(status) else { throw FCMSimulatorError.invalidFaults("\(field): status must be 400...599") }
         guard !errorCode.isEmpty, errorCode.utf8.count <= 64 else { throw FCMSimulatorError.invalidFaults("\(field): errorCode must be 1...64 characters") }
-        if let seconds = retryAfterSeconds, !(0...86_400).contains(seconds) {
-            throw FCMSimulatorError.invalidFaults("\(field): retryAfterSeconds must be in 0...86400")
-        }
+        try FCMSimulatorError.check(retryAfterSeconds, in: 0...86_400, "\(field): retryAfterSeconds")
     }
 }
 

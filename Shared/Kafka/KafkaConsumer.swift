@@ -93,16 +93,7 @@ public final class KafkaConsumer: Service, Sendable {
     ///
     /// - Throws: the fatal ``KafkaError`` if one ended it.
     public func run() async throws {
-        let stopSignal = client.context.stopSignal
-        await withGracefulShutdownHandler {
-            await withTaskCancellationHandler {
-                await stopSignal.wait()
-            } onCancel: {
-                stopSignal.finish()
-            }
-        } onGracefulShutdown: {
-            stopSignal.finish()
-        }
+        await client.context.stopSignal.waitUntilStopped()
         await shutdown()
         if let fatal = client.context.fatalError { throw fatal }
     }

@@ -63,16 +63,7 @@ public final class KafkaProducer: Service, Sendable {
     /// Runs until graceful shutdown or cancellation, then flushes (bounded) and destroys the
     /// client. Fatal errors do not end it: the producer replaces its client.
     public func run() async throws {
-        let stopped = self.stopped
-        await withGracefulShutdownHandler {
-            await withTaskCancellationHandler {
-                await stopped.wait()
-            } onCancel: {
-                stopped.finish()
-            }
-        } onGracefulShutdown: {
-            stopped.finish()
-        }
+        await stopped.waitUntilStopped()
         await shutdown()
     }
 

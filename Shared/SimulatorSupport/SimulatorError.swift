@@ -44,4 +44,21 @@ public struct SimulatorError: Error, Sendable, Hashable, CustomStringConvertible
     public static func invalidFaults(_ message: String) -> SimulatorError {
         SimulatorError(code: .invalidFaults, message: message)
     }
+
+    // The rules both simulators' faults share; each error names the field.
+
+    /// A probability: a number in 0...1.
+    public static func checkProbability(_ value: Double, _ field: String) throws(SimulatorError) {
+        guard value.isFinite, (0...1).contains(value) else { throw invalidFaults("\(field) must be in 0...1") }
+    }
+
+    /// An optional whole number that, when set, lies in `range`.
+    public static func check(_ value: Int?, in range: ClosedRange<Int>, _ field: String) throws(SimulatorError) {
+        if let value, !range.contains(value) { throw invalidFaults("\(field) must be in \(range)") }
+    }
+
+    /// An optional whole number that, when set, is at least `minimum`.
+    public static func check(_ value: Int?, atLeast minimum: Int, _ field: String) throws(SimulatorError) {
+        if let value, value < minimum { throw invalidFaults("\(field) must be >= \(minimum)") }
+    }
 }

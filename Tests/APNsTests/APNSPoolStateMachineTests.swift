@@ -11,6 +11,16 @@ import Testing
         return nil
     }
 
+    /// A pool of one connection (id 1, `c1`) that is up and announced `maxStreams`, with room for
+    /// 10 waiters.
+    func connectedPool(maxStreams: Int, now: NIODeadline = .now()) -> (Machine, Machine.Actions) {
+        var machine = Machine(targetConnections: 1, maxQueued: 10)
+        var actions = Machine.Actions()
+        _ = machine.lease(now: now, actions: &actions)
+        machine.connected(id: 1, connection: "c1", maxStreams: maxStreams, actions: &actions)
+        return (machine, actions)
+    }
+
     @Test func opensTheConfiguredNumberOfConnectionsAndNeverExceedsMaxStreams() {
         var machine = Machine(targetConnections: 2, maxQueued: 100)
         var actions = Machine.Actions()
@@ -72,10 +82,7 @@ import Testing
     }
 
     @Test func goAwayDrainsTheConnectionAndOpensAReplacement() {
-        var machine = Machine(targetConnections: 1, maxQueued: 10)
-        var actions = Machine.Actions()
-        _ = machine.lease(now: .now(), actions: &actions)
-        machine.connected(id: 1, connection: "c1", maxStreams: 10, actions: &actions)
+        var (machine, actions) = connectedPool(maxStreams: 10)
         #expect(leaseID(machine.lease(now: .now(), actions: &actions)) == 1)
         machine.answered(id: 1)
         actions = .init()
@@ -90,10 +97,7 @@ import Testing
     }
 
     @Test func serverLoweringMaxStreamsIsHonoured() {
-        var machine = Machine(targetConnections: 1, maxQueued: 10)
-        var actions = Machine.Actions()
-        _ = machine.lease(now: .now(), actions: &actions)
-        machine.connected(id: 1, connection: "c1", maxStreams: 1, actions: &actions)
+        var (machine, actions) = connectedPool(maxStreams: 1)
         #expect(leaseID(machine.lease(now: .now(), actions: &actions)) == 1)
         guard case .wait = machine.lease(now: .now(), actions: &actions) else { Issue.record("limit 1"); return }
         machine.enqueue(5, id: 5, now: .now(), actions: &actions)
@@ -103,10 +107,7 @@ import Testing
     }
 
     @Test func shutdownFailsWaitersAndClosesConnections() {
-        var machine = Machine(targetConnections: 1, maxQueued: 10)
-        var actions = Machine.Actions()
-        _ = machine.lease(now: .now(), actions: &actions)
-        machine.connected(id: 1, connection: "c1", maxStreams: 0, actions: &actions)
+        var (machine, actions) = connectedPool(maxStreams: 0)
         machine.enqueue(3, id: 3, now: .now(), actions: &actions)
         actions = .init()
         machine.shutdown(actions: &actions)
@@ -116,11 +117,8 @@ import Testing
     }
 
     @Test func aConnectionTurnedAwayBeforeAnsweringCountsAsAFailedConnect() {
-        var machine = Machine(targetConnections: 1, maxQueued: 10)
-        var actions = Machine.Actions()
         let now = NIODeadline.now()
-        _ = machine.lease(now: now, actions: &actions)
-        machine.connected(id: 1, connection: "c1", maxStreams: 10, actions: &actions)
+        var (machine, actions) = connectedPool(maxStreams: 10, now: now)
         #expect(leaseID(machine.lease(now: now, actions: &actions)) == 1)
         // GOAWAY (last-stream-id 0, BadCertificateEnvironment) on the first request: nothing was ever answered.
         let turnedAway = APNSError(.connectFailed, "GOAWAY", reason: .badCertificateEnvironment)

@@ -20,9 +20,7 @@ import Testing
         #expect(Set(apns.keys) == ["id", "uniqueId", "status", "reason", "timestamp"])
         #expect(apns["timestamp"] as? String == "2026-11-21T11:53:20.000Z")
         #expect(object["at"] as? String == "2026-11-21T12:00:00.012Z")
-        let decoded = try CallStatus.decode(encoded)
-        #expect(decoded == status)
-        #expect(try decoded.encoded() == encoded)
+        try expectRoundTrip(status, encoded)
     }
 
     @Test func theTenantRoundTripsAndIsOptional() throws {

@@ -8,6 +8,22 @@ import Testing
 /// CreateTopics API, so creating a missing topic can only be tested as a clear failure here;
 /// the layout checks run against existing topics.
 @Suite(.serialized) struct TopicsCommands {
+    /// The message `callpush topics create <arguments>` is refused with (empty, and recorded as a
+    /// failure, when it is not refused).
+    func createRefusal(_ arguments: [String]) async throws -> String {
+        let command = try parse(TopicsCreateCommand.self, ["topics", "create"] + arguments)
+        let error = await #expect(throws: CLIError.self) {
+            try await command.execute(environment: [:], output: CapturedOutput().output)
+        }
+        return error?.message ?? ""
+    }
+
+    /// The cluster as the testbed's `callpush topics` settings reach it.
+    func describeCluster(_ bed: CLITestbed) async throws -> KafkaClusterDescription {
+        try await parse(TopicsDescribeCommand.self, ["topics", "describe"] + bed.flags).kafka
+            .resolve(environment: [:], clientID: "t").describeCluster(logger: CLITestbed.logger)
+    }
+
     @Test func createIsIdempotentWhenTheTopicsExistAsAsked() async throws {
         let bed = try CLITestbed.start(partitions: 2, dlqPartitions: 2)
         let output = CapturedOutput()
@@ -21,32 +37,21 @@ import Testing
 
     @Test func createRefusesAPartitionMismatchAndCreatesNothing() async throws {
         let bed = try CLITestbed.start(partitions: 2)
-        let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "12", "--replication-factor", "1"] + bed.flags)
-        let error = await #expect(throws: CLIError.self) {
-            try await command.execute(environment: [:], output: CapturedOutput().output)
-        }
-        let message = error?.message ?? ""
+        let message = try await createRefusal(["--partitions", "12", "--replication-factor", "1"] + bed.flags)
         #expect(message.contains("exists with 2 partitions, not 12") && message.contains("--partitions 2") && message.contains("nothing was created"))
 
         // Requests and status differ: refused whatever --partitions says.
         let other = "status-other-\(UUID().uuidString.prefix(6))"
         try bed.cluster.createTopic(other, partitions: 3)
-        let mismatch = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2", "--replication-factor", "1"]
-                                 + bed.flags + ["--topic-status", other])
-        let differ = await #expect(throws: CLIError.self) {
-            try await mismatch.execute(environment: [:], output: CapturedOutput().output)
-        }
-        #expect(differ?.message.contains("must have the same count") == true)
+        let differ = try await createRefusal(["--partitions", "2", "--replication-factor", "1"] + bed.flags + ["--topic-status", other])
+        #expect(differ.contains("must have the same count"))
         await bed.stop()
     }
 
     @Test func aReplicationFactorAboveTheBrokerCountIsRefused() async throws {
         let bed = try CLITestbed.start(partitions: 2)
-        let command = try parse(TopicsCreateCommand.self, ["topics", "create", "--partitions", "2"] + bed.flags)
-        let error = await #expect(throws: CLIError.self) {
-            try await command.execute(environment: [:], output: CapturedOutput().output)
-        }
-        #expect(error?.message.contains("replication factor 3 needs at least that many brokers; the cluster has 1") == true)
+        let message = try await createRefusal(["--partitions", "2"] + bed.flags)
+        #expect(message.contains("replication factor 3 needs at least that many brokers; the cluster has 1"))
         await bed.stop()
     }
 
@@ -59,8 +64,7 @@ import Testing
         do {
             try await command.execute(environment: [:], output: output.output)
             // A future mock with CreateTopics: then the topic must really exist.
-            let cluster = try await parse(TopicsDescribeCommand.self, ["topics", "describe"] + bed.flags).kafka
-                .resolve(environment: [:], clientID: "t").describeCluster(logger: CLITestbed.logger)
+            let cluster = try await describeCluster(bed)
             #expect(cluster.topics[missing] != nil)
         } catch let error as CLIError {
             #expect(error.message.contains("did not create the topics"), "\(error.message)")
@@ -82,8 +86,7 @@ import Testing
         #expect(output.out.filter { $0.hasPrefix("exists") }.count == 2, "\(output.out)")
         #expect(output.out.contains("would create  \(missing)  partitions=4  replication=1  "
                                     + "configs=cleanup.policy=delete,min.insync.replicas=1,retention.ms=864000000"), "\(output.out)")
-        let cluster = try await parse(TopicsDescribeCommand.self, ["topics", "describe"] + bed.flags).kafka
-            .resolve(environment: [:], clientID: "t").describeCluster(logger: CLITestbed.logger)
+        let cluster = try await describeCluster(bed)
         #expect(cluster.topics[missing] == nil)
         await bed.stop()
     }

@@ -208,8 +208,7 @@ extension WorkerTestbed {
             let ring = makeAndroidRing(token: fcmToken(12))
             fcm.answer(ring.device.token, with: .unregistered)
             let worker = try bed.startPlatformWorker(apns, fcm)
-            try await bed.produce([.ring(ring)])
-            _ = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 30)
+            try await bed.ringUntilEnded(ring)
             let failed = try #require(bed.log.value.withLock { $0.latest(ring.callId) })
             #expect(failed.state == .failed)
             #expect(failed.error?.code == "UNREGISTERED")
@@ -242,8 +241,7 @@ extension WorkerTestbed {
             let refused = makeAndroidRing(token: fcmToken(15))
             fcm.answer(refused.device.token, with: .senderIDMismatch)
             let worker = try bed.startPlatformWorker(apns, fcm)
-            try await bed.produce([.ring(refused)])
-            _ = try await bed.collectStatuses(until: { !$0.terminal(refused.callId).isEmpty }, seconds: 30)
+            try await bed.ringUntilEnded(refused)
             #expect(bed.log.value.withLock { $0.latest(refused.callId)?.error?.code } == "SENDER_ID_MISMATCH")
 
             let held = makeAndroidRing(token: fcmToken(16))
@@ -263,21 +261,15 @@ extension WorkerTestbed {
         try await WorkerTestbed.withBothSimulators(partitions: 2) { apns, fcm, bed in
             let worker = try bed.startPlatformWorker(apns, fcm)
             let warmUp = makeAndroidRing(token: fcmToken(13))
-            try await bed.produce([.ring(warmUp)])  // group joined, access token fetched, connection open
-            _ = try await bed.collectStatuses(until: { !$0.terminal(warmUp.callId).isEmpty }, seconds: 30)
+            try await bed.ringUntilEnded(warmUp)  // group joined, access token fetched, connection open
 
             var faults = FCMSimulatorFaults()
             faults.errorRate = FCMErrorInjection(error: .unavailable, probability: 1, startsAt: Date(),
                                                  endsAt: Date().addingTimeInterval(TestTiming.scaled(seconds: 1.5)))
             fcm.simulator.setFaults(faults)
             let ring = makeAndroidRing(token: fcmToken(14), ringsFor: TestTiming.scaled(seconds: 20))
-            try await bed.produce([.ring(ring)])
-            let statuses = try await bed.collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: 30)
-            #expect(statuses.terminal(ring.callId) == [.sent])
-            #expect(statuses.byCall[ring.callId]?.contains(.retrying) == true, "the burst was retried")
-            let messages = fcm.messages(for: ring.device.token)
-            try #require(messages.count == 1)
-            #expect(messages[0].receivedAt < ring.ringDeadline)
+            let statuses = try await bed.ringUntilEnded(ring)
+            try statuses.expectRetriedThenSentOnce(ring, arrivals: fcm.messages(for: ring.device.token).map(\.receivedAt))
             await bed.stop([worker])
         }
     }

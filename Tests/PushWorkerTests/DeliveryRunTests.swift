@@ -227,11 +227,7 @@ struct DeliveryRunTests {
 
     // MARK: Coordinator
 
-    final class Stores: Sendable {
-        private let values = Locked<[Int64]>([])
-        func record(_ offset: Int64) { values.withLock { $0.append(offset) } }
-        var all: [Int64] { values.withLock { $0 } }
-    }
+    typealias Stores = PartitionCoordinatorTests.Stores
 
     /// A coordinator that owns partition 0 and records the offsets it stores. The drain bound is an
     /// hour unless a test is about what happens past it.

@@ -106,11 +106,7 @@ func makeRing(token: String, environment: APNSEnvironment, app: String = "rider"
 
 /// The partition coordinator's side of the guarantees: assignment, revoke bounds, bounded offsets.
 @Suite struct CoordinatorGuarantees {
-    final class Stores: Sendable {
-        private let values = Locked<[Int64]>([])
-        func record(_ offset: Int64) { values.withLock { $0.append(offset) } }
-        var all: [Int64] { values.withLock { $0 } }
-    }
+    typealias Stores = PartitionCoordinatorTests.Stores
 
     /// A status history whose rebuild waits for `gate` (a slow assignment) and reports `cancels`.
     struct SlowHistory: StatusHistoryRebuilding {
@@ -129,6 +125,19 @@ func makeRing(token: String, environment: APNSEnvironment, app: String = "rider"
 
     func event(_ offset: Int64) -> InboundEvent { InboundEvent(partition: 0, offset: offset, key: nil, value: []) }
 
+    /// Starts assigning partition 0, whose rebuild `history` holds at its gate, and a message of it
+    /// meanwhile, which must wait. Returns the assignment and the message's wait for it to settle.
+    func assigningWithAWaitingMessage(_ coordinator: PartitionCoordinator, _ history: SlowHistory, offset: Int64)
+        async throws -> (assigning: Task<Void, Never>, settled: Task<Void, Never>)? {
+        let assigning = Task { await coordinator.assigned([0]) }
+        while !history.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        guard case .waitForAssignment = coordinator.startOne(event(offset), { _ in .finished(.sent) }) else {
+            Issue.record("a message of a partition being set up must wait")
+            return nil
+        }
+        return (assigning, Task { await coordinator.assignmentSettled(0) })
+    }
+
     /// H1: a message of a partition whose assignment is still being set up (the rebuild overran the
     /// Kafka layer's bound) is neither dropped nor stored past: it waits, then is begun.
     @Test func aMessageThatArrivesWhileItsAssignmentIsSetUpWaitsAndIsBegun() async throws {
@@ -140,18 +149,11 @@ func makeRing(token: String, environment: APNSEnvironment, app: String = "rider"
                                                drainTimeout: .milliseconds(50),
                                                storeOffset: { _, offset in stores.record(offset) }, pause: { _, _ in },
                                                cancels: cancels, logger: Logger(label: "t"))
-        let assigning = Task { await coordinator.assigned([0]) }
-        while !history.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-
-        guard case .waitForAssignment = coordinator.start(event(100), { _ in .finished(.sent) }) else {
-            Issue.record("a message of a partition being set up must wait")
-            return
-        }
-        let settled = Task { await coordinator.assignmentSettled(0) }
+        guard case let (assigning, settled)? = try await assigningWithAWaitingMessage(coordinator, history, offset: 100) else { return }
         gate.open()
         await assigning.value
         await settled.value
-        guard case .started(let task) = coordinator.start(event(100), { _ in .finished(.sent) }) else {
+        guard case .started(let task) = coordinator.startOne(event(100), { _ in .finished(.sent) }) else {
             Issue.record("not begun after the assignment settled")
             return
         }
@@ -169,16 +171,10 @@ func makeRing(token: String, environment: APNSEnvironment, app: String = "rider"
                                                drainTimeout: .milliseconds(50),
                                                storeOffset: { _, _ in }, pause: { _, _ in },
                                                logger: Logger(label: "t"))
-        let assigning = Task { await coordinator.assigned([0]) }
-        while !history.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-        guard case .waitForAssignment = coordinator.start(event(7), { _ in .finished(.sent) }) else {
-            Issue.record("expected to wait")
-            return
-        }
-        let settled = Task { await coordinator.assignmentSettled(0) }
+        guard case let (assigning, settled)? = try await assigningWithAWaitingMessage(coordinator, history, offset: 7) else { return }
         await coordinator.revoked([0])
         await settled.value
-        guard case .stale = coordinator.start(event(7), { _ in .finished(.sent) }) else {
+        guard case .stale = coordinator.startOne(event(7), { _ in .finished(.sent) }) else {
             Issue.record("a message of a revoked partition must be stale")
             return
         }
@@ -195,8 +191,8 @@ func makeRing(token: String, environment: APNSEnvironment, app: String = "rider"
                                                leftoverBound: .milliseconds(200), logger: Logger(label: "t"))
         await coordinator.assigned([0])
         let gate = PartitionCoordinatorTests.Gate()
-        guard case .started(let stuck) = coordinator.start(event(5), { ticket in
-            _ = coordinator.beginWork(ticket)
+        guard case .started(let stuck) = coordinator.startOne(event(5), { run in
+            _ = coordinator.beginWork(run)
             await gate.pass()  // ignores cancellation, like a status write that never returns
             return .finished(.sent)
         }) else { Issue.record("not started"); return }
@@ -214,15 +210,15 @@ func makeRing(token: String, environment: APNSEnvironment, app: String = "rider"
         await coordinator.assigned([0])
         let limiter = InFlightLimiter(limit: 1)
         let gate = PartitionCoordinatorTests.Gate()
-        let work: @Sendable (DeliveryTicket) async -> DeliveryResult = { ticket in
+        let work: @Sendable (DeliveryRun) async -> DeliveryResult = { run in
             guard await limiter.acquire() else { return .handedBack }
             defer { limiter.release() }
-            guard coordinator.beginWork(ticket) else { return .handedBack }
+            guard coordinator.beginWork(run) else { return .handedBack }
             await gate.pass()
             return .finished(.sent)
         }
-        guard case .started(let working) = coordinator.start(event(1), work),
-              case .started(let waiting) = coordinator.start(event(2), work) else { Issue.record("not started"); return }
+        guard case .started(let working) = coordinator.startOne(event(1), work),
+              case .started(let waiting) = coordinator.startOne(event(2), work) else { Issue.record("not started"); return }
         while coordinator.inFlightCount < 1 { try await Task.sleep(for: .milliseconds(5)) }
         let revoke = Task { await coordinator.revoked([0]) }
         let waitingResult = await waiting.value
@@ -243,10 +239,10 @@ func makeRing(token: String, environment: APNSEnvironment, app: String = "rider"
                                                pauseAfter: 10, logger: Logger(label: "t"))
         await coordinator.assigned([0])
         let gate = PartitionCoordinatorTests.Gate()
-        guard case .started(let head) = coordinator.start(event(0), { _ in await gate.pass(); return .finished(.sent) }) else { return }
+        guard case .started(let head) = coordinator.startOne(event(0), { _ in await gate.pass(); return .finished(.sent) }) else { return }
         var rest: [Task<DeliveryResult, Never>] = []
         for offset in 1..<12 as Range<Int64> {
-            if case .started(let task) = coordinator.start(event(offset), { _ in .finished(.sent) }) { rest.append(task) }
+            if case .started(let task) = coordinator.startOne(event(offset), { _ in .finished(.sent) }) { rest.append(task) }
         }
         for task in rest { _ = await task.value }
         #expect(pauses.withLock { $0 } == [true])

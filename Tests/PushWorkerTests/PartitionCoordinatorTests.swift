@@ -51,11 +51,11 @@ struct PartitionCoordinatorTests {
         InboundEvent(partition: 0, offset: offset, key: nil, value: [])
     }
 
-    /// The delivery's task when `start` began it.
+    /// The delivery's task when `startOne` began it.
     private func start(_ coordinator: PartitionCoordinator, _ offset: Int64, isCurrent: () -> Bool = { true },
                        _ work: @escaping @Sendable () async -> DeliveryResult) -> Task<DeliveryResult, Never>? {
-        guard case .started(let task) = coordinator.start(event(offset), isCurrent: isCurrent, { ticket in
-            guard coordinator.beginWork(ticket) else { return .handedBack }
+        guard case .started(let task) = coordinator.startOne(event(offset), isCurrent: isCurrent, { run in
+            guard coordinator.beginWork(run) else { return .handedBack }
             return await work()
         }) else { return nil }
         return task
@@ -113,5 +113,33 @@ struct PartitionCoordinatorTests {
         for task in tasks { _ = await task.value }
         #expect(stores.all.last == 6)
         #expect(Set(stores.all).isSubset(of: [4, 5, 6]))
+    }
+}
+
+extension PartitionCoordinator {
+    /// What `startOne` did with a message.
+    enum OneStart {
+        /// Begun: the task ends with the delivery's result once the coordinator has ended it (its
+        /// offset stored if it finished).
+        case started(Task<DeliveryResult, Never>)
+        case stale
+        case waitForAssignment
+    }
+
+    /// Starts `event` as a run of one (`start(run:)`, the worker's only way to begin deliveries),
+    /// for tests about a single delivery. `work` runs in the run's task (a revoke cancels it there)
+    /// and calls `beginWork(_:)` itself where the test needs it; its result finishes the delivery.
+    func startOne(_ event: InboundEvent, isCurrent: () -> Bool = { true },
+                  _ work: @escaping @Sendable (DeliveryRun) async -> DeliveryResult) -> OneStart {
+        let ended = OneShot<DeliveryResult>()
+        switch start(run: [event], isCurrent: { _ in isCurrent() }, { run in
+            let result = await work(run)
+            run.finish(0, result)
+            ended.set(result)
+        }) {
+        case .started: return .started(Task { await ended.wait() })
+        case .stale: return .stale
+        case .waitForAssignment: return .waitForAssignment
+        }
     }
 }

@@ -134,11 +134,7 @@ import Testing
         #expect(outcomes["call-10"] == .some(.permanent(code: "MSG_SIZE_TOO_LARGE")), "the refused status fails its own write for good")
         #expect(outcomes.filter { $0.key != "call-10" }.allSatisfy { $0.value == nil }, "and no other write")
         await producer.shutdown()
-        let reader = StatusHistoryReader(kafka: kafka, statusTopic: "status-batch", window: .seconds(600),
-                                         timeout: TestTiming.scaled(.seconds(20)), logger: WorkerTestbed.quietLogger)
-        var handled: Set<DeliveryKey> = []
-        let coverage = await reader.rebuild(partitions: [0], now: Date(), handled: { _, key, _ in handled.insert(key) }, cancelled: { _, _, _ in })
-        #expect(coverage[0] == .complete)
+        let handled = await WorkerTestbed.handledDeliveries(kafka: kafka, statusTopic: "status-batch")
         #expect(handled == Set((0..<20).filter { $0 != 10 }.map { DeliveryKey(callId: "call-\($0)", deviceKey: "k-call-\($0)", replay: 0) }))
         await cluster.shutdown()
     }

@@ -314,11 +314,7 @@ actor PortBox {
             try await publisher.publish(status: item, partition: 0, within: nil)
         }
         await producer.shutdown()
-        let reader = StatusHistoryReader(kafka: kafka, statusTopic: "status-history", window: .seconds(600),
-                                         timeout: TestTiming.scaled(.seconds(20)), logger: WorkerTestbed.quietLogger)
-        var handled: Set<DeliveryKey> = []
-        let coverage = await reader.rebuild(partitions: [0], now: Date(), handled: { _, key, _ in handled.insert(key) }, cancelled: { _, _, _ in })
-        #expect(coverage[0] == .complete)
+        let handled = await WorkerTestbed.handledDeliveries(kafka: kafka, statusTopic: "status-history")
         #expect(handled.contains(DeliveryKey(callId: "sent-call", deviceKey: "k-sent-call", replay: 0)))
         #expect(!handled.contains(DeliveryKey(callId: "dup-call", deviceKey: "k-dup-call", replay: 0)))
         #expect(!handled.contains(DeliveryKey(callId: "retry-call", deviceKey: "k-retry-call", replay: 0)))

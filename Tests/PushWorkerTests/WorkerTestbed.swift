@@ -50,6 +50,16 @@ struct StatusLog: Sendable {
 
     func count(_ state: CallStatus.State) -> Int { counts[state] ?? 0 }
 
+    /// `ring` went through a burst of failures: it was retried, then sent, and its device got
+    /// exactly one push, before the ring deadline (`arrivals`: when the simulator received each).
+    func expectRetriedThenSentOnce(_ ring: RingRequest, arrivals: [Date],
+                                   sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(terminal(ring.callId) == [.sent], sourceLocation: sourceLocation)
+        #expect(byCall[ring.callId]?.contains(.retrying) == true, "the burst was retried", sourceLocation: sourceLocation)
+        try #require(arrivals.count == 1, sourceLocation: sourceLocation)
+        #expect(arrivals[0] < ring.ringDeadline, sourceLocation: sourceLocation)
+    }
+
     /// For a failure message: how many of `callIds` ended other than `[.sent]`, by what they got
     /// (e.g. `2 × expired`, `1 × sent,sent`, `3 × none`), and the latest reason seen.
     func notSentSummary(_ callIds: [String]) -> (count: Int, text: String) {
@@ -134,6 +144,18 @@ final class WorkerTestbed: Sendable {
         cluster.fastTestConfiguration(clientID: clientID)
     }
 
+    /// The deliveries that partition 0 of `statusTopic` marks handled, read back as a newly assigned
+    /// worker rebuilds them (the read must cover the whole partition).
+    static func handledDeliveries(kafka: KafkaConfiguration, statusTopic: String,
+                                  sourceLocation: SourceLocation = #_sourceLocation) async -> Set<DeliveryKey> {
+        let reader = StatusHistoryReader(kafka: kafka, statusTopic: statusTopic, window: .seconds(600),
+                                         timeout: TestTiming.scaled(.seconds(20)), logger: quietLogger)
+        var handled: Set<DeliveryKey> = []
+        let coverage = await reader.rebuild(partitions: [0], now: Date(), handled: { _, key, _ in handled.insert(key) }, cancelled: { _, _, _ in })
+        #expect(coverage[0] == .complete, sourceLocation: sourceLocation)
+        return handled
+    }
+
     static func with(partitions: Int, _ body: (WorkerTestbed) async throws -> Void) async throws {
         let bed = try WorkerTestbed(partitions: partitions)
         do {
@@ -204,6 +226,14 @@ final class WorkerTestbed: Sendable {
 
     func produceRaw(key: String?, value: String) async throws {
         _ = try await producer.send(KafkaProducerRecord(topic: topics.requests, key: key.map { Array($0.utf8) }, value: Array(value.utf8)))
+    }
+
+    /// Produces `ring` and waits until its call has a terminal status (a bounded test wait), then
+    /// returns the log.
+    @discardableResult
+    func ringUntilEnded(_ ring: RingRequest, seconds: Double = 30) async throws -> StatusLog {
+        try await produce([.ring(ring)])
+        return try await collectStatuses(until: { !$0.terminal(ring.callId).isEmpty }, seconds: seconds)
     }
 
     /// Waits until `done` holds for the status log (a bounded test wait), then returns the log.

@@ -391,22 +391,8 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         guard !closing, let context else { return }
         let now = NIODeadline.now()
         var next: NIODeadline?
-        var expired: [HTTP2StreamID] = []
-        for (stream, exchange) in exchanges {
-            if exchange.deadline <= now {
-                expired.append(stream)
-            } else {
-                next = min(next ?? exchange.deadline, exchange.deadline)
-            }
-        }
-        var expiredWaiting: [Int] = []
-        for (key, request) in waiting {
-            if request.deadline <= now {
-                expiredWaiting.append(key)
-            } else {
-                next = min(next ?? request.deadline, request.deadline)
-            }
-        }
+        let expired = Self.expired(exchanges, \.deadline, now: now, next: &next)
+        let expiredWaiting = Self.expired(waiting, \.deadline, now: now, next: &next)
         for key in expiredWaiting {
             waiting.removeValue(forKey: key)?.completion.resume(returning: .failed(.expired))  // never written
         }
@@ -416,6 +402,24 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
         }
         if let next { armTimer(for: next) }
         flush()
+    }
+
+    /// The keys of `table` whose deadline has passed at `now`; `next` becomes the soonest deadline
+    /// still ahead (of these and what it held).
+    private static func expired<Key, Value>(
+        _ table: some Sequence<(key: Key, value: Value)>, _ deadline: (Value) -> NIODeadline, now: NIODeadline,
+        next: inout NIODeadline?
+    ) -> [Key] {
+        var expired: [Key] = []
+        for (key, value) in table {
+            let due = deadline(value)
+            if due <= now {
+                expired.append(key)
+            } else {
+                next = min(next ?? due, due)
+            }
+        }
+        return expired
     }
 
     // MARK: Input
