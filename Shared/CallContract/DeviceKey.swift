@@ -6,7 +6,7 @@ import Locking
 /// the token, so the token itself never has to appear outside the request and the push.
 public enum DeviceKey {
     public static func make(token: String) -> String {
-        let digest = SHA256.hash(data: Array(token.lowercased().utf8))
+        let digest = token.lowercasedIfNeeded().withUTF8Bytes { SHA256.hash(data: $0) }
         return digest.withUnsafeBytes { Hex.encode($0.prefix(16)) }
     }
 }

@@ -75,6 +75,8 @@ public enum FastJSON {
         mutating func object(depth: Int) -> Value? {
             index += 1
             var members: [(key: String, value: Value)] = []
+            // A contract object has up to a dozen members: one allocation instead of growing 1, 2, 4, 8, 16.
+            members.reserveCapacity(16)
             if closesAtOnce(UInt8(ascii: "}")) { return .object(members) }
             while true {
                 skipSpace()
@@ -294,6 +296,14 @@ extension FastJSON {
         (allowEmpty || !text.isEmpty) && text.utf8.count <= maxBytes
     }
 
+    /// ``timestamp(_:)``, and for the forms and the half-millisecond edge it leaves to Foundation,
+    /// ``ContractCoding/parseTimestamp(_:)`` for that one field — the decoder's own rule, so the
+    /// value is the decoder's — instead of sending the whole document to `JSONDecoder`. Nil only
+    /// when the text is not a contract timestamp; the caller's slow path then names the field.
+    static func contractTimestamp(_ text: String) -> Date? {
+        timestamp(text) ?? ContractCoding.parseTimestamp(text)
+    }
+
     /// An RFC 3339 timestamp as ``ContractCoding/parseTimestamp(_:)`` reads it — `Z` or a
     /// `±HH:MM` offset, no fraction or 1 to 9 fractional digits (the contract's own milliseconds,
     /// Python's microseconds, Go's nanoseconds) — rounded to the millisecond, computed without
@@ -416,8 +426,8 @@ extension RingRequest {
               let deviceValue = value["device"], let device = Device(fast: deviceValue),
               let callerValue = value["caller"], let caller = Caller(fast: callerValue),
               let hasVideo = value.flag("hasVideo"),
-              case .string(let requestedText)? = value["requestedAt"], let requestedAt = FastJSON.timestamp(requestedText),
-              case .string(let deadlineText)? = value["ringDeadline"], let ringDeadline = FastJSON.timestamp(deadlineText),
+              case .string(let requestedText)? = value["requestedAt"], let requestedAt = FastJSON.contractTimestamp(requestedText),
+              case .string(let deadlineText)? = value["ringDeadline"], let ringDeadline = FastJSON.contractTimestamp(deadlineText),
               let maxDuration = value.integer("maxDurationSeconds"), let replay = value.integer("replay"),
               let attributes = value.stringMap("attributes"), let tenant = value.text("tenant")
         else { return nil }

@@ -6,9 +6,17 @@ import Locking
 /// as a lower-case RFC 4122 UUID (version 5 layout). Support can match Apple's records to calls.
 public enum APNSID {
     public static func make(callId: String, deviceKey: String, replay: Int) -> String {
-        var bytes = Array(SHA256.hash(data: Array("callpush-apns-id\n\(callId.lowercased())\n\(deviceKey)\n\(replay)".utf8)).prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x50
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return Hex.uuidText(bytes)
+        // Hashed piece by piece where the strings lie: no joined copy per push.
+        var hash = SHA256()
+        func add(_ text: String) { text.withUTF8Bytes { hash.update(bufferPointer: $0) } }
+        add("callpush-apns-id\n"); add(callId.lowercasedIfNeeded()); add("\n"); add(deviceKey); add("\n"); add(String(replay))
+        return hash.finalize().withUnsafeBytes { digest in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { bytes in
+                _ = bytes.initialize(from: digest.prefix(16))
+                bytes[6] = (bytes[6] & 0x0F) | 0x50
+                bytes[8] = (bytes[8] & 0x3F) | 0x80
+                return Hex.uuidText(bytes)
+            }
+        }
     }
 }

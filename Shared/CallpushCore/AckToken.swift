@@ -1,6 +1,7 @@
 import CallContract
 import Crypto
 import Foundation
+import Locking
 
 /// The per-delivery token the worker puts in the VoIP payload and dispatch checks on `ack`.
 ///
@@ -32,9 +33,6 @@ public struct AckTokenSigner: Sendable {
     /// Characters of a version-2 token (the VoIP payload size check counts them).
     public static let tokenLength = VoIPPayload.ackTokenLength
 
-    /// Raw secret bytes (swift-crypto's `SymmetricKey` is not `Sendable`; a key is made per use).
-    private let secret: [UInt8]
-    private var key: SymmetricKey { SymmetricKey(data: secret) }
     /// An HMAC already keyed with the secret (its inner and outer pads hashed once), copied for each token
     /// instead of keying a new one per push. A value type whose digest state is copied on write, so copies
     /// made on different threads never share mutable state (swift-crypto does not mark it `Sendable`).
@@ -43,24 +41,20 @@ public struct AckTokenSigner: Sendable {
     /// The secret must be at least 32 bytes (read it from a file or the environment, never a flag).
     public init(secret: [UInt8]) throws(AckTokenError) {
         guard secret.count >= 32 else { throw AckTokenError.secretTooShort(secret.count) }
-        self.secret = secret
         self.keyed = HMAC<SHA256>(key: SymmetricKey(data: secret))
     }
 
     /// A version-2 token for one delivery: valid for this (call, device, replay generation) and
     /// carrying its ring deadline.
     public func token(callId: String, deviceKey: String, replay: Int, ringDeadline: Date) -> String {
-        let header = Self.header(replay: replay, ringDeadline: ringDeadline)
-        var hmac = keyed
-        hmac.update(data: Self.messageV2(callId, deviceKey, header))
-        return Base64URL.encode(header + Array(hmac.finalize()))
+        var token = Self.header(replay: replay, ringDeadline: ringDeadline)
+        mac(version: 2, callId, deviceKey, header: token).withUnsafeBytes { token.append(contentsOf: $0) }
+        return Base64URL.encode(token)
     }
 
     /// A version-1 token (no expiry, no replay generation): what workers before version 2 issued.
     public func token(callId: String, deviceKey: String) -> String {
-        var hmac = keyed
-        hmac.update(data: message(callId, deviceKey))
-        return Base64URL.encode(Array(hmac.finalize()))
+        Base64URL.encode(Array(mac(version: 1, callId, deviceKey, header: nil)))
     }
 
     /// Constant-time check of a presented token of either version (expiry not considered).
@@ -73,12 +67,12 @@ public struct AckTokenSigner: Sendable {
         guard token.utf8.count <= 64, let bytes = Base64URL.decode(token) else { return nil }
         switch bytes.count {
         case 32:
-            guard HMAC<SHA256>.isValidAuthenticationCode(bytes, authenticating: message(callId, deviceKey), using: key) else { return nil }
+            // swift-crypto compares a MAC with bytes in constant time.
+            guard mac(version: 1, callId, deviceKey, header: nil) == bytes else { return nil }
             return Claims(version: 1)
         case 43 where bytes[0] == 2:
             let header = Array(bytes[0..<11])
-            guard HMAC<SHA256>.isValidAuthenticationCode(Array(bytes[11...]), authenticating: Self.messageV2(callId, deviceKey, header),
-                                                         using: key) else { return nil }
+            guard mac(version: 2, callId, deviceKey, header: header) == bytes[11...] else { return nil }
             var millis: Int64 = 0
             for byte in header[1..<9] { millis = millis << 8 | Int64(byte) }
             let replay = Int(header[9]) << 8 | Int(header[10])
@@ -88,12 +82,21 @@ public struct AckTokenSigner: Sendable {
         }
     }
 
-    private func message(_ callId: String, _ deviceKey: String) -> [UInt8] {
-        Array("callpush-ack-v1\n\(callId.lowercased())\n\(deviceKey)".utf8)
-    }
-
-    private static func messageV2(_ callId: String, _ deviceKey: String, _ header: [UInt8]) -> [UInt8] {
-        Array("callpush-ack-v2\n\(callId.lowercased())\n\(deviceKey)\n".utf8) + header
+    /// The MAC both versions carry: over `"callpush-ack-v1\n" ‖ callId ‖ "\n" ‖ deviceKey`, or
+    /// `"callpush-ack-v2\n" ‖ callId ‖ "\n" ‖ deviceKey ‖ "\n" ‖ header`, callId lower-cased.
+    /// Hashed where the pieces lie (every push signs one): no joined copy of the message.
+    private func mac(version: Int, _ callId: String, _ deviceKey: String, header: [UInt8]?) -> HashedAuthenticationCode<SHA256> {
+        var hmac = keyed
+        func add(_ text: String) { text.withUTF8Bytes { hmac.update(data: $0) } }
+        add(version == 1 ? "callpush-ack-v1\n" : "callpush-ack-v2\n")
+        add(callId.lowercasedIfNeeded())
+        add("\n")
+        add(deviceKey)
+        if let header {
+            add("\n")
+            hmac.update(data: header)
+        }
+        return hmac.finalize()
     }
 
     /// Version byte, deadline in Unix milliseconds and replay generation (clamped to their fields).
@@ -101,6 +104,7 @@ public struct AckTokenSigner: Sendable {
         let millis = Int64((ringDeadline.timeIntervalSince1970 * 1000).rounded(.down))
         let generation = UInt16(clamping: replay)
         var bytes: [UInt8] = [2]
+        bytes.reserveCapacity(11 + 32)  // and the MAC `token` appends
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: millis >> Int64(shift))) }
         bytes.append(UInt8(generation >> 8))
         bytes.append(UInt8(generation & 0xFF))

@@ -65,6 +65,26 @@ import Testing
         #expect(fast.ringDeadline == Date(timeIntervalSince1970: 1_795_262_430.013))
     }
 
+    /// A timestamp the fast computation leaves to Foundation (within 2 µs of half a millisecond,
+    /// about 1 % of microsecond timestamps) costs that one field's parse, not the document's:
+    /// the ring still takes the fast path, as the decoder's value.
+    @Test func aTimestampAtTheHalfMillisecondEdgeKeepsTheRingOnTheFastPath() throws {
+        let edge = "2026-11-21T12:00:00.012500+00:00"
+        #expect(FastJSON.timestamp(edge) == nil, "the edge is Foundation's to decide")
+        let text = #"""
+            {"type": "ring", "callId": "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", "requestedAt": "\#(edge)", \#
+            "ringDeadline": "2026-11-21T12:00:30.0125+00:00", "app": "rider", "caller": {"handle": "driver-1234"}, \#
+            "device": {"environment": "sandbox", "token": "\#(String(repeating: "ab", count: 32))"}, "replay": 0}
+            """#
+        let data = Data(text.utf8)
+        let fast = try #require(CallRequest.fastRing(data), "one edge timestamp must not send the whole ring to JSONDecoder")
+        #expect(Self.slow(data) == .ring(fast))
+        #expect(fast.requestedAt == ContractCoding.parseTimestamp(edge))
+        // Not a timestamp at all: still the decoder's, which names the field.
+        let bad = Data(text.replacingOccurrences(of: edge, with: "2026-11-21T12:00:00.0125+25:00").utf8)
+        #expect(CallRequest.fastRing(bad) == nil)
+    }
+
     /// Strings with every escape, control characters (escaped and raw), lone and paired
     /// surrogates, raw UTF-8 and invalid UTF-8 in each string field: whenever the fast path
     /// accepts, the decoder accepts the same ring; control characters always go to the decoder.

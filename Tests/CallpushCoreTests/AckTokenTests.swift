@@ -13,6 +13,20 @@ import CallpushCore
         #expect(!signer.verify(token, callId: "2b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1"), "another call's token")
     }
 
+    /// Known answers computed with Python's `hmac` and `hashlib` from the documented formats: every
+    /// worker and dispatch version must make and check the same bytes.
+    @Test func tokensMatchTheDocumentedFormat() throws {
+        let signer = try AckTokenSigner(secret: Array("0123456789abcdef0123456789abcdef".utf8))
+        let callId = "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b"
+        #expect(signer.token(callId: callId, deviceKey: "k1") == "YkPte_C9z9nIG4AEWTcLBP3yvlrbKvx9FcLHQ027VNY")
+        let deadline = Date(timeIntervalSince1970: 1_795_262_430.012)
+        let v2 = "AgAAAaH9-rs8AAI6sca1Qbm8liAaQvRSqPPHcqw34ggfKPbHpjr5UTqh-g"
+        #expect(signer.token(callId: callId, deviceKey: "k1", replay: 2, ringDeadline: deadline) == v2)
+        #expect(signer.token(callId: callId.uppercased(), deviceKey: "k1", replay: 2, ringDeadline: deadline) == v2)
+        #expect(signer.claims(v2, callId: callId, deviceKey: "k1") == .init(version: 2, replay: 2, ringDeadline: deadline))
+        #expect(signer.claims("YkPte_C9z9nIG4AEWTcLBP3yvlrbKvx9FcLHQ027VNY", callId: callId, deviceKey: "k1") == .init(version: 1))
+    }
+
     @Test func anotherSecretDoesNotVerify() throws {
         let other = try AckTokenSigner(secret: Array(repeating: 8, count: 32))
         let token = signer.token(callId: "c", deviceKey: "k")
@@ -84,6 +98,13 @@ import CallpushCore
         let uuid = try #require(UUID(uuidString: a))
         #expect(uuid.uuidString.lowercased() == a)
         #expect(Array(a)[14] == "5", "version nibble")
+    }
+
+    /// Known answer (Python's `hashlib` and `uuid` over the documented input).
+    @Test func matchesTheDocumentedDerivation() {
+        #expect(APNSID.make(callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: "k1", replay: 2) == "f01d176d-b0f1-5efc-aafc-4c18909e8404")
+        // Lower-casing is `lowercased()`'s, non-ASCII letters included.
+        #expect(APNSID.make(callId: "CALL-É", deviceKey: "k1", replay: 0) == APNSID.make(callId: "call-é", deviceKey: "k1", replay: 0))
     }
 }
 

@@ -1,4 +1,5 @@
 import CallContract
+import CallpushTestSupport
 import Foundation
 import Hummingbird
 import Kafka
@@ -93,8 +94,11 @@ import Locking
         await producer.shutdown()
     }
 
+    /// A first group join on the embedded cluster can take tens of seconds when the whole suite
+    /// loads the machine (a join request that times out is retried after 20 s); as the worker
+    /// testbed does, the bound is a minute.
     static func waitAssigned(_ app: DispatchApp) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(TestTiming.scaled(seconds: 60))
         while (app.webhooks?.assignedPartitions ?? 0) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect((app.webhooks?.assignedPartitions ?? 0) > 0, "the webhook consumer joined its group")
     }
