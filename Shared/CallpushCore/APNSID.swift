@@ -6,11 +6,17 @@ import Locking
 /// as a lower-case RFC 4122 UUID (version 5 layout). Support can match Apple's records to calls.
 public enum APNSID {
     public static func make(callId: String, deviceKey: String, replay: Int) -> String {
-        // Hashed piece by piece where the strings lie: no joined copy per push.
-        var hash = SHA256()
-        func add(_ text: String) { text.withUTF8Bytes { hash.update(bufferPointer: $0) } }
-        add("callpush-apns-id\n"); add(callId.lowercasedIfNeeded()); add("\n"); add(deviceKey); add("\n"); add(String(replay))
-        return hash.finalize().withUnsafeBytes { digest in
+        // One buffer sized up front, one hash call: no interpolated string, lower-cased copy or array copy of it.
+        let callId = callId.lowercasedIfNeeded(), replay = String(replay)
+        var message: [UInt8] = []
+        message.reserveCapacity(17 + callId.utf8.count + deviceKey.utf8.count + replay.utf8.count + 2)
+        message.append(contentsOf: "callpush-apns-id\n".utf8)
+        message.append(contentsOf: callId.utf8)
+        message.append(UInt8(ascii: "\n"))
+        message.append(contentsOf: deviceKey.utf8)
+        message.append(UInt8(ascii: "\n"))
+        message.append(contentsOf: replay.utf8)
+        return SHA256.hash(data: message).withUnsafeBytes { digest in
             withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { bytes in
                 _ = bytes.initialize(from: digest.prefix(16))
                 bytes[6] = (bytes[6] & 0x0F) | 0x50

@@ -84,18 +84,22 @@ public struct AckTokenSigner: Sendable {
 
     /// The MAC both versions carry: over `"callpush-ack-v1\n" ‖ callId ‖ "\n" ‖ deviceKey`, or
     /// `"callpush-ack-v2\n" ‖ callId ‖ "\n" ‖ deviceKey ‖ "\n" ‖ header`, callId lower-cased.
-    /// Hashed where the pieces lie (every push signs one): no joined copy of the message.
+    /// Every push signs one: the message is assembled in one buffer sized up front and hashed in one
+    /// update (each update of swift-crypto's HMAC costs more than the copy it would save).
     private func mac(version: Int, _ callId: String, _ deviceKey: String, header: [UInt8]?) -> HashedAuthenticationCode<SHA256> {
-        var hmac = keyed
-        func add(_ text: String) { text.withUTF8Bytes { hmac.update(data: $0) } }
-        add(version == 1 ? "callpush-ack-v1\n" : "callpush-ack-v2\n")
-        add(callId.lowercasedIfNeeded())
-        add("\n")
-        add(deviceKey)
+        let callId = callId.lowercasedIfNeeded()
+        var message: [UInt8] = []
+        message.reserveCapacity(16 + callId.utf8.count + deviceKey.utf8.count + 2 + (header?.count ?? 0))
+        message.append(contentsOf: (version == 1 ? "callpush-ack-v1\n" : "callpush-ack-v2\n").utf8)
+        message.append(contentsOf: callId.utf8)
+        message.append(UInt8(ascii: "\n"))
+        message.append(contentsOf: deviceKey.utf8)
         if let header {
-            add("\n")
-            hmac.update(data: header)
+            message.append(UInt8(ascii: "\n"))
+            message.append(contentsOf: header)
         }
+        var hmac = keyed
+        hmac.update(data: message)
         return hmac.finalize()
     }
 
