@@ -75,8 +75,9 @@ public enum FastJSON {
         mutating func object(depth: Int) -> Value? {
             index += 1
             var members: [(key: String, value: Value)] = []
-            // A contract object has up to a dozen members: one allocation instead of growing 1, 2, 4, 8, 16.
-            members.reserveCapacity(16)
+            // An event has up to a dozen members, its caller and device up to four: one allocation
+            // each instead of growing 1, 2, 4, 8, 16.
+            members.reserveCapacity(depth == 0 ? 16 : 4)
             if closesAtOnce(UInt8(ascii: "}")) { return .object(members) }
             while true {
                 skipSpace()
