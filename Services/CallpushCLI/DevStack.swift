@@ -65,11 +65,11 @@ public struct DevStack: Sendable {
         (collector.map { [$0] } ?? []) + exporters + [cluster, simulator, fcmSimulator, client, fcmClient] + workers + dispatch.services
     }
 
+    /// The tenant of the dev stack's one API key.
+    public static let tenant = "dev"
     /// Kafka client settings for the embedded cluster: librdkafka's mock broker holds a fetch with
     /// no data for `fetch.wait.max.ms` and does not answer early when data arrives, so a short wait
     /// keeps rings and statuses prompt (a real broker answers as soon as data arrives).
-    /// The tenant of the dev stack's one API key.
-    public static let tenant = "dev"
     public static let embeddedKafkaProperties = ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "2000"]
 
     public static func start(_ options: Options, logger: Logger) async throws -> DevStack {
