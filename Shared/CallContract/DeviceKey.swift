@@ -6,7 +6,8 @@ import Locking
 /// the token, so the token itself never has to appear outside the request and the push.
 public enum DeviceKey {
     public static func make(token: String) -> String {
-        let digest = token.lowercasedIfNeeded().withUTF8Bytes { SHA256.hash(data: $0) }
+        var lowered = token.lowercasedIfNeeded()
+        let digest = lowered.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
         return digest.withUnsafeBytes { Hex.encode($0.prefix(16)) }
     }
 }

@@ -1,12 +1,4 @@
 extension String {
-    /// Calls `body` with this string's UTF-8 where it lies (a native string is not copied): for
-    /// hashing a string without first copying it into an array.
-    @inlinable
-    public func withUTF8Bytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        var text = self
-        return try text.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
-    }
-
     /// `lowercased()`, without its new string when there is nothing to lower: ids and hex tokens
     /// arrive in lower case almost always, and `lowercased()` allocates every time. Any byte that
     /// is not ASCII goes to `lowercased()` too, so the result is always `lowercased()`'s.
