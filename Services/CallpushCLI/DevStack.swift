@@ -69,8 +69,10 @@ public struct DevStack: Sendable {
     public static let tenant = "dev"
     /// Kafka client settings for the embedded cluster: librdkafka's mock broker holds a fetch with
     /// no data for `fetch.wait.max.ms` and does not answer early when data arrives, so a short wait
-    /// keeps rings and statuses prompt (a real broker answers as soon as data arrives).
-    public static let embeddedKafkaProperties = ["fetch.wait.max.ms": "10", "topic.metadata.refresh.interval.ms": "2000"]
+    /// keeps rings and statuses prompt (a real broker answers as soon as data arrives). Each
+    /// consumer then asks every broker 200 times a second when idle; docs/benchmarks.md has what
+    /// that costs and what it gives.
+    public static let embeddedKafkaProperties = ["fetch.wait.max.ms": "5", "topic.metadata.refresh.interval.ms": "2000"]
 
     public static func start(_ options: Options, logger: Logger) async throws -> DevStack {
         let (collector, backends) = try await startTracing(options.traces, logger: logger)
@@ -149,7 +151,8 @@ public struct DevStack: Sendable {
     static func startTracing(_ traces: DevTraces, logger: Logger) async throws -> (TraceCollector?, [TracingBackend]) {
         var collector: TraceCollector?
         let endpoint: String?
-        var json = true
+        // The local collector takes binary protobuf: its JSON costs far more to write and to read.
+        var json = false
         switch traces {
         case .off:
             return (nil, [])

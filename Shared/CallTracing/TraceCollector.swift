@@ -4,13 +4,14 @@ import Locking
 import Logging
 import ServiceLifecycle
 
-/// A local OTLP/HTTP receiver (JSON encoding) keeping what it receives in a ``TraceStore``:
+/// A local OTLP/HTTP receiver keeping what it receives in a ``TraceStore``:
 /// `callpush dev` runs one on 127.0.0.1 and exports its spans to it, and `callpush status
 /// <callId> --trace` reads a call's spans back, so a developer sees where a call's time went
 /// without a tracing backend.
 ///
-/// - `POST /v1/traces`: an OTLP `ExportTraceServiceRequest` as JSON (`http/json`); 415 for
-///   another encoding, 413 beyond `maxBodyBytes`, 400 when it does not decode.
+/// - `POST /v1/traces`: an OTLP `ExportTraceServiceRequest`, binary protobuf (`http/protobuf`,
+///   what `callpush dev` exports) or JSON (`http/json`), uncompressed; 415 for another encoding
+///   or a compressed body, 413 beyond `maxBodyBytes`, 400 when it does not decode.
 /// - `GET /v1/spans?callId=<id>&traceId=<hex>…`: the spans ``TraceStore/spans(callID:traceIDs:)``
 ///   finds, as a JSON array of ``CollectedSpan``.
 ///
@@ -114,22 +115,29 @@ public final class TraceCollector: Service, Sendable {
         let router = Router()
         let store = store, maxBodyBytes = maxBodyBytes, onExport = onExport
         router.post("/v1/traces") { request, _ -> Response in
-            guard request.headers[.contentType]?.lowercased().hasPrefix("application/json") == true else {
-                return Self.answer(.unsupportedMediaType, "{\"error\":\"this collector takes OTLP/HTTP JSON only (OTEL_EXPORTER_OTLP_PROTOCOL=http/json)\"}")
+            let contentType = request.headers[.contentType]?.lowercased() ?? ""
+            let protobuf = contentType.hasPrefix("application/x-protobuf") || contentType.hasPrefix("application/protobuf")
+            guard protobuf || contentType.hasPrefix("application/json") else {
+                return Self.answer(.unsupportedMediaType, json: "{\"error\":\"this collector takes OTLP/HTTP (application/x-protobuf or application/json)\"}")
+            }
+            guard request.headers[.contentEncoding].map({ $0.lowercased() == "identity" }) ?? true else {
+                return Self.answer(.unsupportedMediaType, json: "{\"error\":\"this collector takes uncompressed exports (OTEL_EXPORTER_OTLP_COMPRESSION=none)\"}")
             }
             let body: ByteBuffer
             do {
                 body = try await request.body.collect(upTo: maxBodyBytes)
             } catch {
-                return Self.answer(.contentTooLarge, "{\"error\":\"export larger than \(maxBodyBytes) bytes\"}")
+                return Self.answer(.contentTooLarge, json: "{\"error\":\"export larger than \(maxBodyBytes) bytes\"}")
             }
-            let data = Data(body.readableBytesView)
-            guard let spans = try? OTLPJSON.spans(from: data) else {
-                return Self.answer(.badRequest, "{\"error\":\"not an OTLP JSON export request\"}")
+            let bytes = Array(body.readableBytesView)
+            let decoded = protobuf ? try? OTLPProtobuf.spans(from: bytes) : try? OTLPJSON.spans(from: Data(bytes))
+            guard let spans = decoded else {
+                return Self.answer(.badRequest, json: "{\"error\":\"not an OTLP export request\"}")
             }
-            onExport?(data)
+            onExport?(Data(bytes))
             store.add(spans)
-            return Self.answer(.ok, "{}")
+            // OTLP answers in the request's encoding: an empty ExportTraceServiceResponse.
+            return protobuf ? Response(status: .ok, headers: [.contentType: "application/x-protobuf"]) : Self.answer(.ok, json: "{}")
         }
         router.get("/v1/spans") { request, _ -> Response in
             let query = request.uri.queryParameters
@@ -137,12 +145,12 @@ public final class TraceCollector: Service, Sendable {
             let traceIDs = Set(query.getAll("traceId").map { $0.lowercased() }.filter { $0.count == 32 && $0.allSatisfy(\.isHexDigit) })
             let spans = callID == nil && traceIDs.isEmpty ? [] : store.spans(callID: callID?.lowercased(), traceIDs: traceIDs)
             let json = (try? JSONEncoder().encode(spans)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
-            return Self.answer(.ok, json)
+            return Self.answer(.ok, json: json)
         }
         return router
     }
 
-    private static func answer(_ status: HTTPResponse.Status, _ json: String) -> Response {
+    private static func answer(_ status: HTTPResponse.Status, json: String) -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: json)))
     }
 }

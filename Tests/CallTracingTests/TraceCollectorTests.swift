@@ -75,12 +75,13 @@ let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler()
         #expect(store.spans(callID: "unknown").isEmpty)
     }
 
-    /// swift-otel's tracer, exporting to the collector over HTTP: a span continues a caller's
-    /// `traceparent`, and its own context is what goes on.
-    @Test func aSpanContinuesTheCarriedContextAndArrivesAtTheCollector() async throws {
+    /// swift-otel's tracer, exporting to the collector over HTTP in either OTLP encoding: a span
+    /// continues a caller's `traceparent`, and its own context is what goes on.
+    @Test(arguments: [false, true])
+    func aSpanContinuesTheCarriedContextAndArrivesAtTheCollector(json: Bool) async throws {
         let collector = TraceCollector(port: 0, logger: quietLogger)
         try await collector.start()
-        let backend = try TracingEnvironment.makeBackend(serviceName: "test-service", tracesEndpoint: collector.tracesURL, json: true,
+        let backend = try TracingEnvironment.makeBackend(serviceName: "test-service", tracesEndpoint: collector.tracesURL, json: json,
                                                          scheduleDelay: .milliseconds(50), logger: quietLogger)
         let group = ServiceGroup(services: [backend.service], logger: quietLogger)
         let running = Task { try await group.run() }
