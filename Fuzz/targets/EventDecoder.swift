@@ -1,6 +1,6 @@
 // libFuzzer target: the worker's event decoder (`CallRequest.decode`, its fast path checked
 // against the JSONDecoder path) and status decoder
-// (`CallStatus.decode`, used by dedupe rebuild, dispatch's view and `callpush status`).
+// (`CallStatus.decode`, its fast path checked likewise; used by dispatch's view and `callpush status`).
 // Any input must end in a value or a `ContractError` — never a crash — and a decoded value
 // must survive an encode/decode round trip unchanged (what the worker re-publishes on replay).
 // Compiled into the CallContract module itself (scripts/fuzz), so no import of it.
@@ -19,6 +19,12 @@ public func fuzzEventDecoder(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         guard let encoded = try? request.encoded() else { fatalError("a decoded request failed to encode") }
         guard let again = try? CallRequest.decode(encoded), again == request else {
             fatalError("round trip changed the request: \(String(decoding: encoded, as: UTF8.self))")
+        }
+    }
+    // Likewise the fast status decoder (every status dispatch's view reads).
+    if let fast = CallStatus.fastStatus(data) {
+        guard let slow = try? ContractCoding.decode(CallStatus.self, from: data), slow == fast else {
+            fatalError("fast status path accepted what the decoder refuses or reads differently: \(String(decoding: data, as: UTF8.self))")
         }
     }
     if let status = try? CallStatus.decode(data) {

@@ -438,3 +438,73 @@ extension RingRequest {
         guard (try? validate()) != nil else { return nil }
     }
 }
+
+extension CallStatus {
+    static let fastKeys: Set<String> = ["callId", "deviceId", "deviceKey", "app", "state", "attempt", "replay", "at", "apns", "fcm", "error", "worker", "tenant"]
+    static let fastAPNSKeys: Set<String> = ["id", "uniqueId", "status", "reason", "timestamp"]
+    static let fastFCMKeys: Set<String> = ["name", "status", "errorCode"]
+    static let fastErrorKeys: Set<String> = ["code", "message", "domain"]
+
+    /// A status in the fast subset that passes every rule of the decoder, else nil: what every
+    /// dispatch instance's status view reads for each status a worker writes.
+    init?(fast value: FastJSON.Value) {
+        func bounded(_ text: String??, maxBytes: Int, allowEmpty: Bool = false) -> String?? {
+            guard let text else { return nil }
+            guard let present = text else { return .some(nil) }
+            return FastJSON.fits(present, maxBytes: maxBytes, allowEmpty: allowEmpty) ? .some(present) : nil
+        }
+        func ranged(_ number: Int??, _ range: ClosedRange<Int>) -> Int?? {
+            guard let number else { return nil }
+            guard let present = number else { return .some(nil) }
+            return range.contains(present) ? .some(present) : nil
+        }
+        guard value.onlyKeys(Self.fastKeys),
+              case .string(let callId)? = value["callId"], FastJSON.fits(callId, maxBytes: ContractLimits.statusCallIDBytes),
+              let deviceId = bounded(value.text("deviceId"), maxBytes: ContractLimits.deviceIDBytes),
+              let deviceKey = bounded(value.text("deviceKey"), maxBytes: ContractLimits.deviceKeyBytes),
+              let app = bounded(value.text("app"), maxBytes: ContractLimits.appNameBytes),
+              case .string(let stateText)? = value["state"], let state = State(rawValue: stateText),
+              let attempt = ranged(value.integer("attempt"), ContractLimits.attempt),
+              let replay = ranged(value.integer("replay"), ContractLimits.replay),
+              case .string(let atText)? = value["at"], let at = FastJSON.contractTimestamp(atText),
+              let worker = bounded(value.text("worker"), maxBytes: ContractLimits.workerNameBytes, allowEmpty: true),
+              let tenant = value.text("tenant"), tenant.map({ TenantName.problem($0) == nil }) ?? true
+        else { return nil }
+        var apns: APNSDetails?
+        switch value["apns"] {
+        case nil, .null?: break
+        case let details?:
+            guard details.onlyKeys(Self.fastAPNSKeys), let id = details.text("id"), let uniqueId = details.text("uniqueId"),
+                  let status = details.integer("status"), let reason = details.text("reason"), let timestampText = details.text("timestamp")
+            else { return nil }
+            var timestamp: Date?
+            if let timestampText {
+                guard let parsed = FastJSON.contractTimestamp(timestampText) else { return nil }
+                timestamp = parsed
+            }
+            apns = APNSDetails(id: id, uniqueId: uniqueId, status: status, reason: reason, timestamp: timestamp)
+        }
+        var fcm: FCMDetails?
+        switch value["fcm"] {
+        case nil, .null?: break
+        case let details?:
+            guard details.onlyKeys(Self.fastFCMKeys),
+                  let name = bounded(details.text("name"), maxBytes: ContractLimits.fcmMessageNameBytes),
+                  let status = ranged(details.integer("status"), ContractLimits.httpStatus),
+                  let errorCode = bounded(details.text("errorCode"), maxBytes: ContractLimits.fcmErrorCodeBytes)
+            else { return nil }
+            fcm = FCMDetails(name: name, status: status, errorCode: errorCode)
+        }
+        var error: ErrorInfo?
+        switch value["error"] {
+        case nil, .null?: break
+        case let details?:
+            guard details.onlyKeys(Self.fastErrorKeys), case .string(let code)? = details["code"],
+                  let message = details.text("message"), let domain = details.text("domain")
+            else { return nil }
+            error = ErrorInfo(code: code, message: message, domain: domain)
+        }
+        self.init(callId: callId, deviceId: deviceId, deviceKey: deviceKey, app: app, state: state, attempt: attempt ?? 0,
+                  replay: replay ?? 0, at: at, apns: apns, fcm: fcm, error: error, worker: worker ?? "", tenant: tenant)
+    }
+}

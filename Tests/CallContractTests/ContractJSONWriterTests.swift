@@ -29,6 +29,10 @@ import Testing
             return text
         }
         mutating func optional<T>(_ make: (inout Generator) -> T) -> T? { bool() ? make(&self) : nil }
+        /// One of `edges` one time in four (values at and beyond a range's ends), else from `range`.
+        mutating func edge(_ edges: [Int], else range: ClosedRange<Int>) -> Int {
+            int(0...3) == 0 ? edges[int(0...(edges.count - 1))] : int(range)
+        }
 
         /// Milliseconds from year 1 to 9999, near the epoch, and exact edges.
         mutating func date() -> Date {
@@ -70,22 +74,32 @@ import Testing
         }
     }
 
+    /// A status with hostile strings and numbers in and out of the contract's ranges; one in two
+    /// with the values a worker writes (a UUID call id, a tenant name, short printable strings).
+    func status(_ g: inout Generator) -> CallStatus {
+        let plain = g.bool()
+        func text(_ g: inout Generator) -> String { plain ? "v-\(g.int(0...999))" : g.string() }
+        let apns = g.optional { g in
+            CallStatus.APNSDetails(id: g.optional { text(&$0) }, uniqueId: g.optional { text(&$0) },
+                                   status: g.optional { $0.int(-1...600) }, reason: g.optional { text(&$0) },
+                                   timestamp: g.optional { $0.date() })
+        }
+        let error = g.optional { g in CallStatus.ErrorInfo(code: text(&g), message: g.optional { text(&$0) }, domain: g.optional { text(&$0) }) }
+        let fcm = g.optional { g in
+            CallStatus.FCMDetails(name: g.optional { text(&$0) }, status: g.optional { $0.edge([-1, 0, 999, 1_000], else: 200...503) },
+                                  errorCode: g.optional { text(&$0) })
+        }
+        return CallStatus(
+            callId: plain ? UUID().uuidString.lowercased() : g.string(), deviceId: g.optional { text(&$0) },
+            deviceKey: g.optional { text(&$0) }, app: g.optional { text(&$0) },
+            state: CallStatus.State.allCases[g.int(0...(CallStatus.State.allCases.count - 1))], attempt: g.edge([-1, 1_000_000, 1_000_001], else: 0...9),
+            replay: g.edge([-1, 1_000, 1_001], else: 0...3), at: g.date(), apns: apns, fcm: fcm, error: error, worker: text(&g), tenant: g.optional { $0.bool() ? "taxi-1" : text(&$0) })
+    }
+
     @Test func statusesMatchTheContractEncoder() throws {
         for seed in 1...400 as ClosedRange<UInt64> {
             var g = Generator(state: seed)
-            let apns = g.optional { g in
-                CallStatus.APNSDetails(id: g.optional { $0.string() }, uniqueId: g.optional { $0.string() },
-                                       status: g.optional { $0.int(-1...600) }, reason: g.optional { $0.string() },
-                                       timestamp: g.optional { $0.date() })
-            }
-            let error = g.optional { g in CallStatus.ErrorInfo(code: g.string(), message: g.optional { $0.string() }, domain: g.optional { $0.string() }) }
-            let fcm = g.optional { g in
-                CallStatus.FCMDetails(name: g.optional { $0.string() }, status: g.optional { $0.int(-1...600) }, errorCode: g.optional { $0.string() })
-            }
-            let status = CallStatus(
-                callId: g.string(), deviceId: g.optional { $0.string() }, deviceKey: g.optional { $0.string() }, app: g.optional { $0.string() },
-                state: CallStatus.State.allCases[g.int(0...(CallStatus.State.allCases.count - 1))], attempt: g.int(0...9), replay: g.int(0...3),
-                at: g.date(), apns: apns, fcm: fcm, error: error, worker: g.string(), tenant: g.optional { $0.string() })
+            let status = status(&g)
             #expect(try status.encoded() == ContractCoding.encode(status), "seed \(seed)")
         }
     }

@@ -44,6 +44,38 @@ import Testing
         #expect(fastCount > 300, "the fast path is exercised")
     }
 
+    /// A status as a worker writes it takes the fast status path and matches the decoder.
+    @Test func aWorkerWrittenStatusTakesTheFastPath() throws {
+        let status = CallStatus(
+            callId: "1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b", deviceKey: String(repeating: "c", count: 64), app: "rider", state: .sent,
+            attempt: 1, replay: 2, at: Date(timeIntervalSince1970: 1_795_262_400.012),
+            apns: .init(id: "7c3b5e1a-3f0e-4c8e-9a7b-2d1e0f9c8b7a", status: 200), worker: "push-worker-1", tenant: "taxi")
+        let data = try status.encoded()
+        let fast = try #require(CallStatus.fastStatus(data), "a worker's status must not fall back")
+        #expect(fast == status)
+        #expect(try ContractCoding.decode(CallStatus.self, from: data) == fast)
+    }
+
+    /// Generated statuses and random mutations of their bytes: whenever the fast status path
+    /// returns a status, the decoder returns the same one.
+    @Test func whatTheFastStatusPathAcceptsTheDecoderAcceptsAsEqual() throws {
+        var fastCount = 0
+        for seed in 1...300 as ClosedRange<UInt64> {
+            var g = Generator(state: seed)
+            let original = Array(try ContractJSONWriterTests().status(&g).encoded())
+            for round in 0..<30 {
+                var bytes = original
+                if round > 0 { g.mutate(&bytes) }
+                let data = Data(bytes)
+                guard let fast = CallStatus.fastStatus(data) else { continue }
+                fastCount += 1
+                #expect((try? ContractCoding.decode(CallStatus.self, from: data)) == fast,
+                        "seed \(seed) round \(round): \(String(decoding: data, as: UTF8.self))")
+            }
+        }
+        #expect(fastCount > 300, "the fast path is exercised (\(fastCount))")
+    }
+
     /// A ring as a Python producer writes it (`json.dumps`: `", "` / `": "` separators, member
     /// order of its own, `\uXXXX` for non-ASCII, `null` for absent fields, `isoformat()`
     /// timestamps with microseconds and `+00:00`) takes the fast path and matches the decoder.
