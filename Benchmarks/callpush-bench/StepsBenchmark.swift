@@ -67,12 +67,17 @@ struct StepsBenchmark: ParsableCommand {
         step("apns-id") {
             for (index, ring) in rings.enumerated() { apnsIDs.append(APNSID.make(callId: ring.callId, deviceKey: keys[index], replay: ring.replay)) }
         }
+        var statuses: [Data] = []
+        statuses.reserveCapacity(events)
         try step("status encoding") {
             for (index, ring) in rings.enumerated() {
-                _ = try WorkerBenchmark.sentStatus(ring, deviceKey: keys[index], apnsID: apnsIDs[index], at: Date()).encoded()
+                statuses.append(try WorkerBenchmark.sentStatus(ring, deviceKey: keys[index], apnsID: apnsIDs[index], at: Date()).encoded())
             }
         }
         print(String(format: "all steps                         %6.2f µs", total))
+        // Not worker steps (after the total): what each dispatch instance's status view spends on every status.
+        try step("status decoding (dispatch's view)") { for status in statuses { _ = try CallStatus.decode(status) } }
+        try step("  the JSONDecoder path alone") { for status in statuses { _ = try ContractCoding.decode(CallStatus.self, from: status) } }
         print("dedupe memory per delivery        " + (dedupeMemory.map { "\($0) bytes" } ?? "n/a"))
     }
 
