@@ -40,3 +40,40 @@ struct MessageBatchTests {
         }
     }
 }
+
+@Suite("The consumer's buffer holds only what it has not handed out")
+struct ConsumerBufferRetentionTests {
+    /// A batch handed to the application is the application's: the buffer must not keep it alive.
+    /// (It did: taken batches stayed in the buffer's array until 64 of them had been taken or the
+    /// buffer ran empty, so a worker that kept the buffer non-empty held ~65,000 processed messages.)
+    @Test("a taken batch is released by the buffer at once, however long the buffer stays non-empty")
+    func takenBatchesAreNotRetained() {
+        let partition = KafkaTopicPartition(topic: "t", partition: 0)
+        var state = ConsumerStateMachine()
+        state.replaceAssignment([partition])
+        let batchSize = 100
+        var offset: Int64 = 0
+        func batch() -> MessageBatch {
+            defer { offset += Int64(batchSize) }
+            return MessageBatch(epoch: state.epoch, messages: (0..<batchSize).map { index in
+                KafkaConsumerMessage(topic: "t", partition: 0, offset: offset + Int64(index), key: nil,
+                                     value: Array(repeating: 7, count: 512), fetchEpoch: state.epoch)
+            })
+        }
+        // The application takes a batch whenever the poll thread adds one, so the buffer never runs empty.
+        _ = state.append(batch(), limit: .max)
+        for round in 1...50 {
+            _ = state.append(batch(), limit: .max)
+            guard case .batch = state.next() else { Issue.record("round \(round): expected a batch"); return }
+            #expect(state.bufferedCount == batchSize, "round \(round)")
+            #expect(state.retainedMessageCount == state.bufferedCount,
+                    "round \(round): the buffer keeps \(state.retainedMessageCount) messages for \(state.bufferedCount) not yet taken")
+        }
+        // And a batch given back, then taken again, is not retained either.
+        guard case .batch(let taken) = state.next() else { Issue.record("expected the last batch"); return }
+        #expect(state.giveBack(taken) == nil)
+        #expect(state.retainedMessageCount == batchSize)
+        guard case .batch = state.next() else { Issue.record("expected the given-back batch"); return }
+        #expect(state.retainedMessageCount == 0)
+    }
+}

@@ -219,6 +219,10 @@ struct ConsumerStateMachine {
     mutating func next() -> NextAction {
         if head < batches.count {
             let batch = batches[head]
+            // The batch is the application's now: drop the buffer's reference at once, or its messages
+            // stay alive until the array is compacted below (up to 64 batches, ~65,000 messages, while
+            // the application keeps the buffer from running empty).
+            batches[head].messages = []
             head += 1
             bufferedCount -= batch.messages.count
             if head == batches.count {
@@ -262,6 +266,9 @@ struct ConsumerStateMachine {
         defer { waiters = [] }
         return waiters.map(\.waiter)
     }
+
+    /// Messages the buffer's storage references (tests: must equal ``bufferedCount``).
+    var retainedMessageCount: Int { batches.reduce(0) { $0 + $1.messages.count } }
 
     var isRunning: Bool {
         if case .running = lifecycle { return true }
