@@ -1,7 +1,9 @@
 import ArgumentParser
 import CallContract
 import CallpushCore
+import DispatchService
 import Foundation
+import Kafka
 import PushWorker
 import Locking
 
@@ -16,8 +18,12 @@ struct StepsBenchmark: ParsableCommand {
     @Option(help: "Events to run through each step.") var events = 200_000
 
     func run() throws {
-        // First, while the heap has no free space of earlier steps to hide the growth in.
+        // First, while the heap has no free space of earlier steps to hide the growth in. The view
+        // next: the ~20 MB the dedupe store leaves free hide at most ~6 % of its ~300 MB.
         let dedupeMemory = Self.dedupeBytesPerDelivery(events)
+        let budget = DispatchConfiguration(kafka: KafkaConfiguration(bootstrapServers: ["localhost:9092"], clientID: "bench"), apps: [],
+                                           apiKeys: [], ackSecret: Array(repeating: 1, count: 32)).viewBytes
+        let viewMemory = Self.viewFilled(budget: budget)
         let now = Date()
         let documents = try (0..<events).map { _ in
             let ring = WorkerBenchmark.ring(callId: CallID.make(), token: String(repeating: "ab", count: 32), now: now)
@@ -79,6 +85,35 @@ struct StepsBenchmark: ParsableCommand {
         try step("status decoding (dispatch's view)") { for status in statuses { _ = try CallStatus.decode(status) } }
         try step("  the JSONDecoder path alone") { for status in statuses { _ = try ContractCoding.decode(CallStatus.self, from: status) } }
         print("dedupe memory per delivery        " + (dedupeMemory.map { "\($0) bytes" } ?? "n/a"))
+        print("status view at its default budget \(viewMemory.calls) one-device calls, \(viewMemory.resident >> 20) MiB resident for \(budget >> 20) MiB counted"
+              + " (\(viewMemory.resident / viewMemory.calls) bytes per call, \(viewMemory.estimated / viewMemory.calls) estimated)")
+    }
+
+    /// What dispatch's status view holds when filled to `budget` (its default, as each dispatch
+    /// instance runs) with one-device calls, each with its `sent` status, as most calls are: the
+    /// growth of this process's resident set against the bytes the view counts (its estimate).
+    static func viewFilled(budget: Int) -> (calls: Int, resident: Int, estimated: Int) {
+        let now = Date()
+        let view = StatusView(window: .seconds(3_600), budgetBytes: budget)
+        let before = residentBytes()
+        var index = 0
+        // Until the budget is reached: the view then forgets one call for each new one.
+        while view.count == index {
+            let ring = WorkerBenchmark.ring(callId: CallID.make(), token: String(repeating: "ab", count: 32), now: now)
+            let key = DeviceKey.make(token: ring.device.token)
+            view.apply(rings: [ring], deviceKeys: [key], partition: 0)
+            _ = view.apply(status: WorkerBenchmark.sentStatus(ring, deviceKey: key, apnsID: UUID().uuidString.lowercased(), at: now),
+                           partition: 0, offset: Int64(index))
+            index += 1
+        }
+        return (view.count, residentBytes() - before, view.bytes)
+    }
+
+    /// This process's resident set (`/proc/self/statm`).
+    static func residentBytes() -> Int {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+              let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
     /// The memory a dedupe store holds per remembered delivery (the growth of this process's
@@ -86,22 +121,17 @@ struct StepsBenchmark: ParsableCommand {
     /// last minutes. Keys are made from fresh strings that nothing else keeps, as in the worker,
     /// where the decoded event is gone once its delivery ends.
     static func dedupeBytesPerDelivery(_ count: Int) -> Int? {
-        func heapBytes() -> Int {
-            guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
-                  let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return 0 }
-            return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-        }
         let token = String(repeating: "ab", count: 32)
         let deviceKey = DeviceKey.make(token: token)
         let deadline = Date().addingTimeInterval(60)
-        let before = heapBytes()
+        let before = residentBytes()
         var store = DedupeStore(retention: .seconds(600), capacity: count * 2)
         for index in 0..<count {
             // A fresh copy of the device key per delivery, as each decoded event has its own.
             store.insert(DeliveryKey(callId: CallID.make(), deviceKey: String(deviceKey.utf8.map { Character(Unicode.Scalar($0)) }), replay: index & 1),
                          ringDeadline: deadline)
         }
-        let held = heapBytes() - before
+        let held = residentBytes() - before
         precondition(store.count == count)
         return held > 0 ? held / count : nil
     }
