@@ -16,14 +16,20 @@ struct StepsBenchmark: ParsableCommand {
         commandName: "steps", abstract: "CPU per event of each of the worker's synchronous steps (prints figures).")
 
     @Option(help: "Events to run through each step.") var events = 200_000
+    @Flag(help: .hidden) var viewMemoryOnly = false
 
     func run() throws {
-        // First, while the heap has no free space of earlier steps to hide the growth in. The view
-        // next: the ~20 MB the dedupe store leaves free hide at most ~6 % of its ~300 MB.
-        let dedupeMemory = Self.dedupeBytesPerDelivery(events)
         let budget = DispatchConfiguration(kafka: KafkaConfiguration(bootstrapServers: ["localhost:9092"], clientID: "bench"), apps: [],
                                            apiKeys: [], ackSecret: Array(repeating: 1, count: 32)).viewBytes
-        let viewMemory = Self.viewFilled(budget: budget)
+        if viewMemoryOnly {
+            let view = Self.viewFilled(budget: budget)
+            print("\(view.calls) \(view.resident) \(view.estimated)")
+            return
+        }
+        // In a process of its own, so that no free space left by another measurement hides its growth.
+        let viewMemory = try Self.viewFilledInChild()
+        // First, while the heap has no free space of earlier steps to hide the growth in.
+        let dedupeMemory = Self.dedupeBytesPerDelivery(events)
         let now = Date()
         let documents = try (0..<events).map { _ in
             let ring = WorkerBenchmark.ring(callId: CallID.make(), token: String(repeating: "ab", count: 32), now: now)
@@ -107,6 +113,23 @@ struct StepsBenchmark: ParsableCommand {
             index += 1
         }
         return (view.count, residentBytes() - before, view.bytes)
+    }
+
+    /// ``viewFilled(budget:)`` in a child process (this program, `steps --view-memory-only`).
+    static func viewFilledInChild() throws -> (calls: Int, resident: Int, estimated: Int) {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+        child.arguments = ["steps", "--view-memory-only"]
+        let output = Pipe()
+        child.standardOutput = output
+        try child.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        let fields = (String(data: data, encoding: .utf8) ?? "").split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        guard child.terminationStatus == 0, fields.count == 3, fields[0] > 0 else {
+            throw ValidationError("the status view measurement failed (exit \(child.terminationStatus))")
+        }
+        return (fields[0], fields[1], fields[2])
     }
 
     /// This process's resident set (`/proc/self/statm`).
