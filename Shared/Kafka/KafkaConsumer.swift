@@ -208,10 +208,12 @@ public final class KafkaConsumer: Service, Sendable {
             let reserve = min(pollContext.batchCapacity, max(16, batch.messages.count * 2))
             pollContext.pending = []
             pollContext.pending.reserveCapacity(reserve)
-            let (action, epoch) = state.withLock { state in
-                (state.append(batch, limit: configuration.maxBufferedMessages), state.epoch)
+            let (action, epoch, pauseNew) = state.withLock { state in
+                (state.append(batch, limit: configuration.maxBufferedMessages), state.epoch, state.takePauseSyncNeeded())
             }
             epochNow = epoch
+            // A partition that began delivering while fetching is paused for back-pressure.
+            if pauseNew { syncPauses() }
             switch action {
             case .resume(let waiter, let batch): waiter.resume(returning: batch)
             case .buffered(let overLimit): if overLimit { pauseForBackpressure() }

@@ -46,6 +46,16 @@ struct ConsumerStateMachine {
     private(set) var awaitingAssignHandler: [KafkaTopicPartition: Int] = [:]
     /// How many times the poll thread paused for back-pressure (observability, tests).
     var backpressurePauses = 0
+    /// Assigned partitions that delivered a message since their assignment (or last seek) began.
+    /// Back-pressure pauses only these: until its first message, librdkafka may still be looking up
+    /// where the partition starts, and in 2.0.2 a pause or resume during that lookup (a version bump)
+    /// leaves the lookup's retry timer armed; it fires later, with the partition fetching, and sets
+    /// it back to its first offset, so everything delivered since comes again (docs/kafka.md,
+    /// "Back-pressure and a partition's start").
+    private(set) var delivering: Set<KafkaTopicPartition> = []
+    /// Set by ``append(_:limit:)`` when a partition began delivering while fetching is paused for
+    /// back-pressure: the poll thread must pause it too (``takePauseSyncNeeded()``).
+    private var pauseSyncNeeded = false
 
     // MARK: assignment
 
@@ -56,6 +66,7 @@ struct ConsumerStateMachine {
         for partition in partitions {
             assigned[partition] = epoch
             awaitingAssignHandler[partition] = epoch
+            delivering.remove(partition)
         }
     }
 
@@ -73,6 +84,7 @@ struct ConsumerStateMachine {
         epoch += 1
         assigned = [:]
         awaitingAssignHandler = [:]
+        delivering = []
         for partition in partitions { assigned[partition] = epoch }
         dropInvalid()
     }
@@ -83,6 +95,7 @@ struct ConsumerStateMachine {
         for partition in partitions {
             if let since = assigned.removeValue(forKey: partition) { revoking[partition] = since }
             awaitingAssignHandler[partition] = nil
+            delivering.remove(partition)
         }
         dropInvalid()
     }
@@ -109,6 +122,7 @@ struct ConsumerStateMachine {
     mutating func invalidate(_ partition: KafkaTopicPartition) {
         epoch += 1
         if assigned[partition] != nil { assigned[partition] = epoch }
+        delivering.remove(partition)
         dropInvalid()
     }
 
@@ -122,7 +136,7 @@ struct ConsumerStateMachine {
     /// Records the result as librdkafka's state.
     mutating func pauseChanges() -> (pause: [KafkaTopicPartition], resume: [KafkaTopicPartition]) {
         let wanted = Set(assigned.keys.filter {
-            backpressurePaused || userPaused.contains($0) || awaitingAssignHandler[$0] != nil
+            (backpressurePaused && delivering.contains($0)) || userPaused.contains($0) || awaitingAssignHandler[$0] != nil
         })
         let pause = wanted.subtracting(fetchPaused)
         let resume = fetchPaused.subtracting(wanted)
@@ -177,12 +191,29 @@ struct ConsumerStateMachine {
         guard case .running = lifecycle else { return .dropped }
         let batch = batch.epoch == epoch ? batch : filtered(batch)
         guard !batch.messages.isEmpty else { return .dropped }
+        noteDelivering(batch.messages)
         if !waiters.isEmpty {
             return .resume(waiters.removeFirst().waiter, batch)
         }
         batches.append(batch)
         bufferedCount += batch.messages.count
         return .buffered(overLimit: bufferedCount >= limit)
+    }
+
+    /// Records the partitions `messages` come from as delivering (one set lookup per run of a partition).
+    private mutating func noteDelivering(_ messages: [KafkaConsumerMessage]) {
+        var last: (partition: Int32, topic: String)?
+        for message in messages where last?.partition != message.partition || last?.topic != message.topic {
+            last = (message.partition, message.topic)
+            if delivering.insert(message.topicPartition).inserted, backpressurePaused { pauseSyncNeeded = true }
+        }
+    }
+
+    /// Whether a partition began delivering while fetching is paused for back-pressure (and so must
+    /// be paused as well); clears the flag.
+    mutating func takePauseSyncNeeded() -> Bool {
+        defer { pauseSyncNeeded = false }
+        return pauseSyncNeeded
     }
 
     /// An iterator went away holding messages it had not handed out: they go back to the
