@@ -395,7 +395,7 @@ let package = Package(
             ],
             path: "Tests/CallpushTestSupport"
         ),
-        .testTarget(name: "CallContractTests", dependencies: ["CallContract"], path: "Tests/CallContractTests"),
+        .testTarget(name: "CallContractTests", dependencies: ["CallContract", "Locking"], path: "Tests/CallContractTests"),
         .testTarget(name: "CallpushCoreTests", dependencies: ["CallpushCore"], path: "Tests/CallpushCoreTests"),
         .testTarget(
             name: "CallTracingTests",

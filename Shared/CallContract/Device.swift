@@ -1,4 +1,8 @@
 import Foundation
+#if canImport(Locking)
+// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's Hex.swift as one module.
+import Locking
+#endif
 
 /// Which push service rings a device: APNs (PushKit VoIP pushes to iPhones) or FCM (high-priority
 /// data messages to Android phones).
@@ -118,7 +122,7 @@ public struct Device: Sendable, Hashable, Codable {
 
     /// Why `token` is not a valid iOS device token, or nil when it is.
     public static func tokenProblem(_ token: String) -> String? {
-        guard token.utf8.allSatisfy({ $0.isHexDigit }) else { return "not hexadecimal" }
+        guard Hex.isDigits(token) else { return "not hexadecimal" }
         let count = token.utf8.count
         guard tokenHexDigits.contains(count), count % 2 == 0 else {
             return "wrong length (\(count) hex digits; expected an even number from \(tokenHexDigits.lowerBound) to \(tokenHexDigits.upperBound))"
@@ -168,9 +172,5 @@ extension UInt8 {
     var isFCMTokenCharacter: Bool {
         (0x30...0x39).contains(self) || (0x41...0x5A).contains(self) || (0x61...0x7A).contains(self)
             || self == 0x2D || self == 0x5F || self == 0x3A || self == 0x2E
-    }
-
-    var isHexDigit: Bool {
-        (0x30...0x39).contains(self) || (0x61...0x66).contains(self) || (0x41...0x46).contains(self)
     }
 }

@@ -12,6 +12,25 @@ public enum Hex {
         }
     }
 
+    /// Whether every byte of `text` is a hexadecimal digit (either case); true for "". Device tokens
+    /// are checked with it on every ring, so a native string's bytes are read in place, in a loop
+    /// without a branch per byte.
+    @inlinable
+    public static func isDigits(_ text: String) -> Bool {
+        if let all = text.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
+            var outside: UInt8 = 0
+            for byte in bytes {
+                let letter = (byte | 0x20) &- UInt8(ascii: "a")  // a–f (or A–F) → 0–5
+                let digit = byte &- UInt8(ascii: "0")  // 0–9 → 0–9
+                outside |= (letter < 6 || digit < 10) ? 0 : 1
+            }
+            return outside == 0
+        }) {
+            return all
+        }
+        return text.utf8.allSatisfy { value(of: $0) != nil }
+    }
+
     /// The lower-case digit of a value below 16.
     @inlinable
     public static func digit(_ value: UInt8) -> UInt8 {

@@ -4,6 +4,11 @@ extension String {
     /// is not ASCII goes to `lowercased()` too, so the result is always `lowercased()`'s.
     @inlinable
     public func lowercasedIfNeeded() -> String {
-        utf8.contains { $0 >= 0x80 || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? lowercased() : self
+        let clean = utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            var found: UInt8 = 0
+            for byte in bytes { found |= (byte >= 0x80 || byte &- UInt8(ascii: "A") < 26) ? 1 : 0 }
+            return found == 0
+        } ?? !utf8.contains { $0 >= 0x80 || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        return clean ? self : lowercased()
     }
 }

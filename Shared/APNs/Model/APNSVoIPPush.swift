@@ -75,9 +75,7 @@ public struct APNSVoIPPush: Sendable {
     static func isValidDeviceToken(_ token: String) -> Bool {
         let utf8 = token.utf8
         guard utf8.count >= 2, utf8.count <= 400, utf8.count % 2 == 0 else { return false }
-        return utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)
-        }
+        return Hex.isDigits(token)
     }
 }
 

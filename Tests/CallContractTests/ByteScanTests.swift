@@ -1,0 +1,45 @@
+import Locking
+import Testing
+
+/// The byte scans that check every ring's device token (`Hex.isDigits`, `lowercasedIfNeeded`)
+/// against their plain definitions, for every byte value in every position of a token.
+@Suite struct ByteScanTests {
+    static func isHexReference(_ text: String) -> Bool {
+        text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) }
+    }
+
+    /// Strings of 0, 1, 63, 64 and 65 bytes with any one byte changed (a UTF-8 sequence where a
+    /// byte alone is not valid), around a valid lower-case token.
+    static var variants: [String] {
+        let token = String(repeating: "0123456789abcdef", count: 4)
+        var out = ["", "a", "G", token, token.uppercased(), token + "0", String(token.dropLast())]
+        for position in [0, 31, 63] {
+            for byte in 0...0x7F {
+                var bytes = Array(token.utf8)
+                bytes[position] = UInt8(byte)
+                out.append(String(decoding: bytes, as: UTF8.self))
+            }
+            for scalar in ["é", "Ａ", "٣", "\u{202E}"] {  // non-ASCII, a full-width A, an Arabic-Indic 3, bidi
+                var text = token
+                text.insert(contentsOf: scalar, at: text.index(text.startIndex, offsetBy: position))
+                out.append(text)
+            }
+        }
+        return out
+    }
+
+    @Test func hexDigitsMatchesTheDefinition() {
+        for text in Self.variants {
+            #expect(Hex.isDigits(text) == Self.isHexReference(text), "\(Array(text.utf8))")
+        }
+        #expect(Hex.isDigits("09afAF"))
+        #expect(!Hex.isDigits("0g"))
+        #expect(!Hex.isDigits("@`/:GZ"))
+    }
+
+    @Test func lowercasedIfNeededIsLowercased() {
+        for text in Self.variants {
+            #expect(text.lowercasedIfNeeded() == text.lowercased(), "\(Array(text.utf8))")
+        }
+    }
+}
