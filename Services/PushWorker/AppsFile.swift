@@ -89,6 +89,9 @@ enum AppsFile {
 
     private static func apnsApp(_ entry: Entry, key: String, reader: EnvironmentReader) throws(ConfigurationError) -> APNSApp {
         guard let bundleId = entry.bundleId, !bundleId.isEmpty else { throw ConfigurationError("\(key).bundleId", "required with auth") }
+        guard APNSApp.isValidBundleID(bundleId) else {
+            throw ConfigurationError("\(key).bundleId", "must be at most 155 of A–Z a–z 0–9 . - (Apple's bundle id characters)")
+        }
         guard let auth = entry.auth else { throw ConfigurationError("\(key).auth", "required with bundleId: \"token\" or \"certificate\"") }
         func field(_ value: String?, _ field: String) throws(ConfigurationError) -> String {
             guard let value, !value.isEmpty else { throw ConfigurationError("\(key).\(field)", "required for auth \"\(auth)\"") }

@@ -62,8 +62,8 @@ public final class APNSClient: Service, Sendable {
         var tokenContext: NIOSSLContext?
         var entries: [APNSAppID: AppEntry] = [:]
         for (appID, app) in apps.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            guard !app.bundleID.isEmpty, !app.bundleID.contains(where: { $0.isWhitespace }) else {
-                throw APNSCredentialError(.invalidConfiguration, "app \(appID): bundle id must be non-empty without spaces")
+            guard APNSApp.isValidBundleID(app.bundleID) else {
+                throw APNSCredentialError(.invalidConfiguration, "app \(appID): bundle id must be 1–155 of A–Z a–z 0–9 . -")
             }
             let credentialName: String
             let context: NIOSSLContext

@@ -66,6 +66,8 @@ public struct APNSClientConfiguration: Sendable {
         try check(pingInterval > .zero && pingTimeout > .zero, "pingInterval / pingTimeout (> 0)")
         try check(inFlightReadTimeout > .zero, "inFlightReadTimeout (> 0)")
         try check(reconnectInitialBackoff > .zero && reconnectMaximumBackoff >= reconnectInitialBackoff, "reconnect backoff")
+        try check(productionEndpoint.hasValidHost, "productionEndpoint.host (a host name or IP literal)")
+        try check(sandboxEndpoint.hasValidHost, "sandboxEndpoint.host (a host name or IP literal)")
         try check(productionEndpoint.port > 0 && productionEndpoint.port < 65536, "productionEndpoint.port")
         try check(sandboxEndpoint.port > 0 && sandboxEndpoint.port < 65536, "sandboxEndpoint.port")
         try check(!trustOnlyAdditionalCAs || !additionalTrustedCAPEM.isEmpty, "trustOnlyAdditionalCAs needs additionalTrustedCAPEM")

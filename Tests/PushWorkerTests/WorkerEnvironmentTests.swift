@@ -117,6 +117,11 @@ import Testing
         #expect(error(notJSON.env)?.key == "CALLPUSH_APPS_FILE")
         let empty = try Files(apps: "{}")
         #expect(error(empty.env)?.description == "CALLPUSH_APPS_FILE: no apps configured")
+        // The bundle id becomes the apns-topic header of every push: only Apple's characters.
+        for bundleID in ["com.example.rider\\u0000", "com.example rider", "com.example/rider", "com.exämple.rider"] {
+            let badBundle = try Files(apps: #"{"rider": {"bundleId": "\#(bundleID)", "auth": "token", "keyId": "ABC123DEFG", "teamId": "TEAM123456"}}"#)
+            #expect(error(badBundle.env)?.key == "CALLPUSH_APPS_FILE rider.bundleId", "\(bundleID)")
+        }
     }
 }
 

@@ -1,3 +1,4 @@
+import Locking
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -442,19 +443,50 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     private func received(_ headers: HPACKHeaders, stream: HTTP2StreamID, endStream: Bool) {
         guard let index = exchanges.index(forKey: stream) else { return }
         if exchanges.values[index].status == nil {  // a later block is trailers: ignored
-            var status: Int?
-            for (name, value, _) in headers {
-                switch name {
-                case ":status": status = Int(value)
-                case "apns-id": exchanges.values[index].apnsID = value
-                case "apns-unique-id": exchanges.values[index].uniqueID = value
-                default: break
-                }
-            }
-            // NIO checked that a response has a well-formed :status.
-            if let status, status >= 200 { exchanges.values[index].status = status }
+            let fields = Self.responseFields(headers)
+            if fields.apnsID != nil { exchanges.values[index].apnsID = fields.apnsID }
+            if fields.uniqueID != nil { exchanges.values[index].uniqueID = fields.uniqueID }
+            if let status = fields.status, status >= 200 { exchanges.values[index].status = status }
         }
         if endStream { completed(at: index) }
+    }
+
+    /// The three fields the client reads from a response header block, each taken only when well formed:
+    /// `:status` as exactly three digits, once; `apns-id` and `apns-unique-id` as UUID text. NIO's own header
+    /// block validation is off for this connection (`APNSConnection.http2Configuration`), so this is the
+    /// check: anything else in the block is never read, and a field that fails is absent (a block without a
+    /// status fails the push as a protocol error).
+    static func responseFields(_ headers: HPACKHeaders) -> (status: Int?, apnsID: String?, uniqueID: String?) {
+        var status: Int?
+        var statuses = 0
+        var apnsID: String?
+        var uniqueID: String?
+        for (name, value, _) in headers {
+            switch name {
+            case ":status":
+                statuses += 1
+                let digits = value.utf8
+                if digits.count == 3, digits.allSatisfy({ $0 &- UInt8(ascii: "0") < 10 }) { status = Int(value) }
+            case "apns-id": apnsID = isUUIDText(value) ? value : nil
+            case "apns-unique-id": uniqueID = isUUIDText(value) ? value : nil
+            default: break
+            }
+        }
+        return (statuses == 1 ? status : nil, apnsID, uniqueID)
+    }
+
+    /// 8-4-4-4-12 hexadecimal digits (either case), as APNs writes ids.
+    static func isUUIDText(_ text: String) -> Bool {
+        let bytes = text.utf8
+        guard bytes.count == 36 else { return false }
+        for (offset, byte) in bytes.enumerated() {
+            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else if Hex.value(of: byte) == nil {
+                return false
+            }
+        }
+        return true
     }
 
     private func received(_ data: HTTP2Frame.FramePayload.Data, stream: HTTP2StreamID) {

@@ -17,4 +17,12 @@ public struct APNSApp: Sendable {
 
     /// The `apns-topic` for VoIP pushes.
     public var voipTopic: String { bundleID + ".voip" }
+
+    /// Apple's rule for bundle ids: letters, digits, `.` and `-` (at most 155 characters).
+    public static func isValidBundleID(_ bundleID: String) -> Bool {
+        let bytes = bundleID.utf8
+        return (1...155).contains(bytes.count) && bytes.allSatisfy { byte in
+            (byte | 0x20) &- UInt8(ascii: "a") < 26 || byte &- UInt8(ascii: "0") < 10 || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+        }
+    }
 }

@@ -15,6 +15,17 @@ public struct APNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// Apple's development endpoint.
     public static let sandbox = APNSEndpoint(host: "api.sandbox.push.apple.com")
 
+    /// Whether `host` is made of host-name or IP-literal characters only (letters, digits, `.`, `-`, `_`, and
+    /// `:` `[` `]` of IPv6 literals), 1–253 of them: it is sent as the `:authority` of every request.
+    var hasValidHost: Bool {
+        let bytes = host.utf8
+        return (1...253).contains(bytes.count) && bytes.allSatisfy { byte in
+            (byte | 0x20) &- UInt8(ascii: "a") < 26 || byte &- UInt8(ascii: "0") < 10
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "[") || byte == UInt8(ascii: "]")
+        }
+    }
+
     /// The `:authority` header value.
     var authority: String { port == 443 ? host : "\(host):\(port)" }
 
