@@ -13,8 +13,9 @@ import ServiceLifecycle
 /// at about half of the saturation rate for the p99/p50 ratio. wrk is closed-loop: a run's rate is
 /// at most connections / latency, and a POST waits ~6–15 ms for Kafka's acknowledgement (5 ms of it
 /// linger) while costing ~0.1 ms of CPU, so the saturation runs use 256 connections (enough for
-/// ~17k–40k req/s at that latency); 64 measured the acknowledgement's latency instead of dispatch. The key belongs to a tenant limited to the rung app, and every limit
-/// (connections, timeouts, byte budgets, ack limits) is at its default; `--tls` serves HTTPS with a
+/// ~17k–40k req/s at that latency); 64 measured the acknowledgement's latency instead of dispatch.
+/// The key belongs to a tenant limited to the rung app, and every limit (connections, timeouts,
+/// byte budgets, ack limits) is at its default; `--tls` serves HTTPS with a
 /// generated certificate (dispatch's own TLS, as `CALLPUSH_DISPATCH_TLS_*_FILE` sets it up).
 struct DispatchBenchmark: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
