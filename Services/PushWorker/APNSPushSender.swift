@@ -67,25 +67,8 @@ public struct APNSPushSender: VoIPPushSending {
     /// The UUID of a lower- or upper-case 8-4-4-4-12 text (what ``APNSID/make(callId:deviceKey:replay:)``
     /// writes), read directly: `UUID(uuidString:)` goes through `sscanf`.
     static func uuid(_ text: String) -> UUID? {
-        var text = text
-        return text.withUTF8 { bytes -> UUID? in
-            guard bytes.count == 36 else { return nil }
-            // Zeroed storage to parse into (`UUID()` would draw random bytes first, a file read each time).
-            var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            let parsed = withUnsafeMutableBytes(of: &uuid) { out -> Bool in
-                var index = 0
-                for position in 0..<16 {
-                    if position == 4 || position == 6 || position == 8 || position == 10 {
-                        guard bytes[index] == UInt8(ascii: "-") else { return false }
-                        index += 1
-                    }
-                    guard let high = Hex.value(of: bytes[index]), let low = Hex.value(of: bytes[index + 1]) else { return false }
-                    out[position] = high << 4 | low
-                    index += 2
-                }
-                return true
-            }
-            return parsed ? UUID(uuid: uuid) : nil
-        }
+        // Zeroed storage to parse into (`UUID()` would draw random bytes first, a file read each time).
+        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        return withUnsafeMutableBytes(of: &uuid) { Hex.readUUID(text, into: $0) } ? UUID(uuid: uuid) : nil
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import NIOCore
 import NIOHPACK
 
@@ -80,7 +81,7 @@ enum RequestValidator {
 
     /// The `apns-id` to answer with: the request's if it is a UUID, else nil (the caller generates one).
     static func requestAPNSID(_ head: PushRequestHead) -> String? {
-        guard let id = head.apnsID, isUUID(id) else { return nil }
+        guard let id = head.apnsID, Hex.isUUIDText(id) else { return nil }
         return id
     }
 
@@ -156,18 +157,5 @@ enum RequestValidator {
             record.append((field.name, field.value))
         }
         return .success(ValidatedPush(deviceToken: routed.deviceToken, recordHeaders: record, payload: payload))
-    }
-
-    /// 8-4-4-4-12 hex digits.
-    static func isUUID(_ text: String) -> Bool {
-        guard text.utf8.count == 36 else { return false }
-        for (index, byte) in text.utf8.enumerated() {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                if byte != UInt8(ascii: "-") { return false }
-            } else if !((byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)) {
-                return false
-            }
-        }
-        return true
     }
 }

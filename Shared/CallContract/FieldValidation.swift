@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Locking)
-// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's RandomUUID.swift as one module.
+// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's RandomUUID.swift and Hex.swift as one module.
 import Locking
 #endif
 
@@ -117,33 +117,13 @@ public enum TenantName {
 public enum CallID {
     /// The canonical lower-case form of `text`, or nil when it is not a UUID in 8-4-4-4-12 form.
     ///
-    /// Checked byte by byte (hex digits, dashes at 8, 13, 18 and 23): `UUID(uuidString:)` parses
-    /// with `sscanf` and formats with `snprintf`, both on dispatch's per-ring path.
+    /// Checked by `Hex.isUUIDText`, not `UUID(uuidString:)`, which parses with `sscanf` and formats
+    /// with `snprintf`, both on dispatch's per-ring path.
     public static func normalize(_ text: String) -> String? {
-        var text = text
-        return text.withUTF8 { bytes -> String? in
-            guard bytes.count == 36 else { return nil }
-            var alreadyLower = true
-            for (index, byte) in bytes.enumerated() {
-                switch index {
-                case 8, 13, 18, 23:
-                    guard byte == UInt8(ascii: "-") else { return nil }
-                default:
-                    switch byte {
-                    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): break
-                    case UInt8(ascii: "A")...UInt8(ascii: "F"): alreadyLower = false
-                    default: return nil
-                    }
-                }
-            }
-            if alreadyLower { return String(decoding: bytes, as: UTF8.self) }
-            return String(unsafeUninitializedCapacity: 36) { output in
-                for (index, byte) in bytes.enumerated() {
-                    output[index] = (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte) ? byte + 32 : byte
-                }
-                return 36
-            }
-        }
+        guard Hex.isUUIDText(text) else { return nil }
+        let upper = UInt8(ascii: "A")...UInt8(ascii: "F")
+        guard text.utf8.contains(where: upper.contains) else { return text }
+        return String(decoding: text.utf8.map { upper.contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
     }
 
     /// A new random (version 4) call id (one `getrandom`, see `UUID.randomVersion4()`).

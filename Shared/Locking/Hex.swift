@@ -31,6 +31,39 @@ public enum Hex {
         return text.utf8.allSatisfy { value(of: $0) != nil }
     }
 
+    /// Reads 8-4-4-4-12 UUID text (hex digits of either case, dashes at 8, 13, 18 and 23) into the 16
+    /// bytes of `out`; false for anything else (`out` then holds what was read so far).
+    /// `UUID(uuidString:)` goes through `sscanf`, and ids are read on per-ring paths.
+    @inlinable
+    public static func readUUID(_ text: String, into out: UnsafeMutableRawBufferPointer) -> Bool {
+        precondition(out.count >= 16, "a UUID has 16 bytes")
+        let utf8 = text.utf8
+        guard utf8.count == 36 else { return false }
+        var byte = 0
+        var high: UInt8?
+        for (position, character) in utf8.enumerated() {
+            if position == 8 || position == 13 || position == 18 || position == 23 {
+                guard character == UInt8(ascii: "-") else { return false }
+                continue
+            }
+            guard let digit = value(of: character) else { return false }
+            if let first = high {
+                out[byte] = first << 4 | digit
+                byte += 1
+                high = nil
+            } else {
+                high = digit
+            }
+        }
+        return true
+    }
+
+    /// Whether `text` is 8-4-4-4-12 UUID text (hex digits of either case).
+    @inlinable
+    public static func isUUIDText(_ text: String) -> Bool {
+        withUnsafeTemporaryAllocation(byteCount: 16, alignment: 1) { readUUID(text, into: $0) }
+    }
+
     /// The lower-case digit of a value below 16.
     @inlinable
     public static func digit(_ value: UInt8) -> UInt8 {

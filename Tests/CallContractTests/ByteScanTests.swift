@@ -1,8 +1,9 @@
+import Foundation
 import Locking
 import Testing
 
-/// The byte scans that check every ring's device token (`Hex.isDigits`, `lowercasedIfNeeded`)
-/// against their plain definitions, for every byte value in every position of a token.
+/// The byte scans on every ring's path (`Hex.isDigits` and `lowercasedIfNeeded` for device tokens,
+/// `Hex.readUUID` for call ids and apns-ids) against their plain definitions.
 @Suite struct ByteScanTests {
     static func isHexReference(_ text: String) -> Bool {
         text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) }
@@ -40,6 +41,28 @@ import Testing
     @Test func lowercasedIfNeededIsLowercased() {
         for text in Self.variants {
             #expect(text.lowercasedIfNeeded() == text.lowercased(), "\(Array(text.utf8))")
+        }
+    }
+
+    @Test func uuidTextIsWhatFoundationReads() {
+        let id = "6F1A4B1E-59d5-4c0b-9C40-0b7e3d2f1a77"
+        var texts = [id, id.lowercased(), "", String(id.dropLast()), id + "0", id.replacingOccurrences(of: "-", with: "")]
+        for position in [0, 8, 13, 35] {
+            for byte in 0...0x7F {
+                var bytes = Array(id.utf8)
+                bytes[position] = UInt8(byte)
+                texts.append(String(decoding: bytes, as: UTF8.self))
+            }
+        }
+        for text in texts {
+            // Foundation reads with `sscanf`, which also takes a leading space or sign; the contract takes
+            // only the canonical form, which Foundation writes back unchanged.
+            let expected = UUID(uuidString: text).flatMap { $0.uuidString == text.uppercased() ? $0 : nil }
+            #expect(Hex.isUUIDText(text) == (expected != nil), "\(text)")
+            var bytes = [UInt8](repeating: 0, count: 16)
+            let read = bytes.withUnsafeMutableBytes { Hex.readUUID(text, into: $0) }
+            #expect(read == (expected != nil), "\(text)")
+            if read, let expected { #expect(bytes == withUnsafeBytes(of: expected.uuid) { Array($0) }, "\(text)") }
         }
     }
 }

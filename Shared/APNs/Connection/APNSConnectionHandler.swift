@@ -467,26 +467,12 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
                 statuses += 1
                 let digits = value.utf8
                 if digits.count == 3, digits.allSatisfy({ $0 &- UInt8(ascii: "0") < 10 }) { status = Int(value) }
-            case "apns-id": apnsID = isUUIDText(value) ? value : nil
-            case "apns-unique-id": uniqueID = isUUIDText(value) ? value : nil
+            case "apns-id": apnsID = Hex.isUUIDText(value) ? value : nil
+            case "apns-unique-id": uniqueID = Hex.isUUIDText(value) ? value : nil
             default: break
             }
         }
         return (statuses == 1 ? status : nil, apnsID, uniqueID)
-    }
-
-    /// 8-4-4-4-12 hexadecimal digits (either case), as APNs writes ids.
-    static func isUUIDText(_ text: String) -> Bool {
-        let bytes = text.utf8
-        guard bytes.count == 36 else { return false }
-        for (offset, byte) in bytes.enumerated() {
-            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                guard byte == UInt8(ascii: "-") else { return false }
-            } else if Hex.value(of: byte) == nil {
-                return false
-            }
-        }
-        return true
     }
 
     private func received(_ data: HTTP2Frame.FramePayload.Data, stream: HTTP2StreamID) {
