@@ -422,7 +422,7 @@ extension RingRequest {
     /// A `ring` event in the fast subset that passes every rule of the decoder, else nil.
     public init?(fast value: FastJSON.Value) {
         guard value.onlyKeys(Self.fastKeys), case .string("ring")? = value["type"],
-              case .string(let callId)? = value["callId"], CallID.normalize(callId) == callId,
+              case .string(let callId)? = value["callId"],  // its form is checked by `validate()`
               case .string(let app)? = value["app"],
               let deviceValue = value["device"], let device = Device(fast: deviceValue),
               let callerValue = value["caller"], let caller = Caller(fast: callerValue),

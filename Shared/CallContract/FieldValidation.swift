@@ -120,10 +120,7 @@ public enum CallID {
     /// Checked by `Hex.isUUIDText`, not `UUID(uuidString:)`, which parses with `sscanf` and formats
     /// with `snprintf`, both on dispatch's per-ring path.
     public static func normalize(_ text: String) -> String? {
-        guard Hex.isUUIDText(text) else { return nil }
-        let upper = UInt8(ascii: "A")...UInt8(ascii: "F")
-        guard text.utf8.contains(where: upper.contains) else { return text }
-        return String(decoding: text.utf8.map { upper.contains($0) ? $0 + 32 : $0 }, as: UTF8.self)
+        Hex.isUUIDText(text) ? text.lowercasedIfNeeded() : nil
     }
 
     /// A new random (version 4) call id (one `getrandom`, see `UUID.randomVersion4()`).

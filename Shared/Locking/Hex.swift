@@ -32,30 +32,46 @@ public enum Hex {
     }
 
     /// Reads 8-4-4-4-12 UUID text (hex digits of either case, dashes at 8, 13, 18 and 23) into the 16
-    /// bytes of `out`; false for anything else (`out` then holds what was read so far).
-    /// `UUID(uuidString:)` goes through `sscanf`, and ids are read on per-ring paths.
+    /// bytes of `out`; false for anything else (`out` then holds no meaningful value).
+    /// `UUID(uuidString:)` goes through `sscanf`, and ids are read several times per ring, so a
+    /// native string's bytes are read in place, without a branch that depends on a digit.
     @inlinable
     public static func readUUID(_ text: String, into out: UnsafeMutableRawBufferPointer) -> Bool {
         precondition(out.count >= 16, "a UUID has 16 bytes")
-        let utf8 = text.utf8
-        guard utf8.count == 36 else { return false }
-        var byte = 0
-        var high: UInt8?
-        for (position, character) in utf8.enumerated() {
-            if position == 8 || position == 13 || position == 18 || position == 23 {
-                guard character == UInt8(ascii: "-") else { return false }
-                continue
-            }
-            guard let digit = value(of: character) else { return false }
-            if let first = high {
-                out[byte] = first << 4 | digit
-                byte += 1
-                high = nil
-            } else {
-                high = digit
-            }
+        if let read = text.utf8.withContiguousStorageIfAvailable({ readUUID(bytes: $0, into: out) }) { return read }
+        var copy = text
+        return copy.withUTF8 { readUUID(bytes: $0, into: out) }
+    }
+
+    @inlinable
+    static func readUUID(bytes: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableRawBufferPointer) -> Bool {
+        let dash = UInt8(ascii: "-")
+        guard bytes.count == 36, bytes[8] == dash, bytes[13] == dash, bytes[18] == dash, bytes[23] == dash else { return false }
+        var outside: UInt8 = 0
+        var index = 0
+        for byte in 0..<16 {
+            if index == 8 || index == 13 || index == 18 || index == 23 { index += 1 }
+            let high = bytes[index], low = bytes[index + 1]
+            outside |= notDigit(high) | notDigit(low)
+            out[byte] = nibble(high) << 4 | nibble(low)
+            index += 2
         }
-        return true
+        return outside == 0
+    }
+
+    /// 1 for a byte that is not a hexadecimal digit (either case), else 0.
+    @inlinable @inline(__always)
+    static func notDigit(_ byte: UInt8) -> UInt8 {
+        let letter = (byte | 0x20) &- UInt8(ascii: "a")  // a–f (or A–F) → 0–5
+        let digit = byte &- UInt8(ascii: "0")  // 0–9 → 0–9
+        return (letter < 6 ? 0 : 1) & (digit < 10 ? 0 : 1)
+    }
+
+    /// The value of a hexadecimal digit (either case): its low four bits, plus 9 for a letter.
+    /// Meaningless for other bytes.
+    @inlinable @inline(__always)
+    static func nibble(_ byte: UInt8) -> UInt8 {
+        (byte & 0x0F) &+ 9 &* (byte >> 6)
     }
 
     /// Whether `text` is 8-4-4-4-12 UUID text (hex digits of either case).

@@ -47,13 +47,16 @@ import Testing
     @Test func uuidTextIsWhatFoundationReads() {
         let id = "6F1A4B1E-59d5-4c0b-9C40-0b7e3d2f1a77"
         var texts = [id, id.lowercased(), "", String(id.dropLast()), id + "0", id.replacingOccurrences(of: "-", with: "")]
-        for position in [0, 8, 13, 35] {
+        for position in [0, 1, 8, 13, 34, 35] {
             for byte in 0...0x7F {
                 var bytes = Array(id.utf8)
                 bytes[position] = UInt8(byte)
                 texts.append(String(decoding: bytes, as: UTF8.self))
             }
         }
+        // A two-byte character in place of two digits keeps the length at 36 bytes.
+        texts.append("é" + id.dropFirst(2))
+        texts.append(String(id.dropLast(2)) + "é")
         for text in texts {
             // Foundation reads with `sscanf`, which also takes a leading space or sign; the contract takes
             // only the canonical form, which Foundation writes back unchanged.
