@@ -317,7 +317,10 @@ let package = Package(
                 .logging,
                 .serviceLifecycle,
             ],
-            path: "Services/push-worker"
+            path: "Services/push-worker",
+            // jemalloc instead of glibc's malloc: 6–13 % less CPU per ring (docs/benchmarks.md,
+            // "Allocator"). Linked into the program, not its library, so tests keep glibc's.
+            linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]
         ),
         // The module is not called `dispatch`: that clashes with libdispatch at run time.
         .executableTarget(
