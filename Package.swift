@@ -318,7 +318,7 @@ let package = Package(
                 .serviceLifecycle,
             ],
             path: "Services/push-worker",
-            // jemalloc instead of glibc's malloc: 6–13 % less CPU per ring (docs/benchmarks.md,
+            // jemalloc instead of glibc's malloc: 6–18 % less CPU per ring (docs/benchmarks.md,
             // "Allocator"). Linked into the program, not its library, so tests keep glibc's.
             linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]
         ),
@@ -330,7 +330,10 @@ let package = Package(
                 .logging,
                 .serviceLifecycle,
             ],
-            path: "Services/dispatch"
+            path: "Services/dispatch",
+            // jemalloc instead of glibc's malloc, as push-worker: 13–26 % less CPU per POST
+            // (docs/benchmarks.md, "Allocator").
+            linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]
         ),
         .executableTarget(
             name: "apns-simulator",

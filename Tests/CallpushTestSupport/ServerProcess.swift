@@ -27,6 +27,16 @@ public final class ServerProcess: Sendable {
     public var stdout: String { (try? String(contentsOf: directory.appendingPathComponent("stdout"), encoding: .utf8)) ?? "" }
     public var stderr: String { (try? String(contentsOf: directory.appendingPathComponent("stderr"), encoding: .utf8)) ?? "" }
 
+    /// Whether the running process has a shared library whose file name starts with `name` mapped
+    /// (`/proc/PID/maps`; false where there is none), e.g. `libjemalloc.so`.
+    public func mapsLibrary(_ name: String) -> Bool {
+        // `/proc` files report no size: read to the end rather than `String(contentsOfFile:)`.
+        guard let file = FileHandle(forReadingAtPath: "/proc/\(child.pid)/maps") else { return false }
+        defer { try? file.close() }
+        let maps = String(decoding: (try? file.readToEnd()) ?? Data(), as: UTF8.self)
+        return maps.split(separator: "\n").contains { $0.split(separator: "/").last?.hasPrefix(name) == true }
+    }
+
     /// The last lines of stderr, for a failure message.
     public func stderrTail(lines: Int = 20) -> String {
         stderr.split(separator: "\n").suffix(lines).joined(separator: "\n")

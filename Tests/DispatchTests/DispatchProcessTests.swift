@@ -36,6 +36,10 @@ import Testing
             (try? await TestHTTPClient.request(.GET, port: port, path: "/readyz", timeout: .seconds(2)))?.status == 200
         }
         #expect(ready, "ready once Kafka is reachable; stderr:\n\(process.stderrTail())")
+        #if os(Linux)
+        // The program allocates with jemalloc (linked ahead of glibc, so its malloc is the process's).
+        #expect(process.mapsLibrary("libjemalloc.so"), "dispatch runs with jemalloc")
+        #endif
         let answer = try await TestHTTPClient.request(.POST, port: port, path: "/v1/calls",
                                                       headers: ["Authorization": "Bearer k1", "Content-Type": "application/json"],
                                                       body: json(ringBody()))

@@ -61,11 +61,7 @@ import FoundationNetworking
         try #require(ready, "push-worker became ready; stderr:\n\(process.stderrTail())")
         #if os(Linux)
         // The program allocates with jemalloc (linked ahead of glibc, so its malloc is the process's).
-        // (`/proc` files report no size: read to the end rather than `String(contentsOfFile:)`.)
-        let mapsFile = try #require(FileHandle(forReadingAtPath: "/proc/\(process.processIdentifier)/maps"))
-        let maps = String(decoding: try mapsFile.readToEnd() ?? Data(), as: UTF8.self)
-        try? mapsFile.close()
-        #expect(maps.contains("/libjemalloc.so"), "push-worker runs with jemalloc")
+        #expect(process.mapsLibrary("libjemalloc.so"), "push-worker runs with jemalloc")
         #endif
 
         let ring = makeRing()
