@@ -240,6 +240,7 @@ let package = Package(
             name: "PushWorker",
             dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka", "APNs", "FCM", "CallTracing",
+                .nioPosix,
                 .tracing,
                 .dequeModule,
                 .heapModule,
@@ -414,7 +415,7 @@ let package = Package(
         .testTarget(
             name: "PushWorkerTests",
             dependencies: ["Locking", "PushWorker", "Kafka", "CallContract", "CallpushCore", "APNs", "APNsSimulator", "FCM", "FCMSimulator", "CallpushTestSupport",
-                           "CallTracing", .tracing],
+                           "CallTracing", .tracing, .nioPosix, .serviceLifecycle, .logging],
             path: "Tests/PushWorkerTests"
         ),
         .testTarget(

@@ -23,6 +23,7 @@ import Kafka
 /// | `CALLPUSH_FCM_ENDPOINT` | `https://fcm.googleapis.com` | FCM HTTP v1 base URL |
 /// | `CALLPUSH_FCM_CA_FILE` | — | extra CA to trust for FCM and its token endpoint (e.g. the simulator's); verification stays on |
 /// | `CALLPUSH_FCM_CONNECTIONS` | 2 | HTTP/2 connections to FCM |
+/// | `CALLPUSH_PUSH_EVENT_LOOPS` | 1 | NIO event loops (threads) the APNs and FCM connections run on |
 /// | `CALLPUSH_GROUP_ID` | `callpush-push-worker` | consumer group |
 /// | `CALLPUSH_GROUP_INSTANCE_ID` | — | static membership: only with identities that survive a replacement (StatefulSet ordinal) |
 /// | `CALLPUSH_WORKER_ID` | `POD_NAME` or host name | written into statuses |
@@ -44,6 +45,8 @@ public struct WorkerEnvironment: Sendable {
     /// Apps with an FCM service account.
     public var fcmApps: [FCMAppID: FCMApp] = [:]
     public var ackSecret: [UInt8]
+    /// Event loops of the group the APNs and FCM clients share (`PushWorkerApp`).
+    public var pushEventLoops = 1
     public var httpHost = "0.0.0.0"
     public var httpPort = 9090
     /// Problems worth a warning at start (e.g. a key file other users can read); never secret values.
@@ -104,6 +107,7 @@ public struct WorkerEnvironment: Sendable {
         loaded.fcm = fcm
         loaded.fcmApps = apps.fcm
         loaded.warnings = reader.warnings
+        loaded.pushEventLoops = try reader.int("CALLPUSH_PUSH_EVENT_LOOPS", default: loaded.pushEventLoops, in: 1...64)
         loaded.httpHost = env["CALLPUSH_HTTP_HOST"] ?? loaded.httpHost
         loaded.httpPort = try reader.int("CALLPUSH_HTTP_PORT", default: loaded.httpPort, in: 0...65_535)
         return loaded
