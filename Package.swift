@@ -240,6 +240,7 @@ let package = Package(
             name: "PushWorker",
             dependencies: ["Locking",
                 "CallContract", "CallpushCore", "Kafka", "APNs", "FCM", "CallTracing",
+                .nioCore,
                 .nioPosix,
                 .tracing,
                 .dequeModule,

@@ -3,12 +3,13 @@ import CallTracing
 import CallpushCore
 import FCM
 import Logging
+import NIOCore
 import NIOPosix
 import ServiceLifecycle
 
 /// Builds a push-worker process from its configuration: the services in start order (shutdown
 /// runs in reverse: the worker drains before the APNs client closes). `push-worker`'s `@main`
-/// and the tests call this same builder.
+/// calls it.
 public enum PushWorkerApp {
     public static func services(_ environment: WorkerEnvironment, logger: Logger, tracing: CallTracing = .off) throws -> [any Service] {
         // The push connections' own event loops (`CALLPUSH_PUSH_EVENT_LOOPS`, 1): a run's pushes and
@@ -16,11 +17,7 @@ public enum PushWorkerApp {
         // per ring than two on two cores (docs/benchmarks.md, "Event loops"). Shut down last.
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: environment.pushEventLoops)
         do {
-            // A client per platform the apps file has credentials for (an app may have either or both).
-            let apns = environment.apps.isEmpty ? nil
-                : try APNSClient(configuration: environment.apns, apps: environment.apps, eventLoopGroup: loops, logger: logger)
-            let fcm = environment.fcmApps.isEmpty ? nil
-                : try FCMClient(configuration: environment.fcm, apps: environment.fcmApps, eventLoopGroup: loops, logger: logger)
+            let (apns, fcm) = try clients(environment, on: loops, logger: logger)
             let sender = PlatformPushSender(apns: apns.map(APNSPushSender.init(client:)), fcm: fcm.map(FCMPushSender.init(client:)))
             let worker = try PushWorkerService(
                 configuration: environment.worker, sender: sender,
@@ -35,6 +32,19 @@ public enum PushWorkerApp {
             try? loops.syncShutdownGracefully()
             throw error
         }
+    }
+}
+
+extension PushWorkerApp {
+    /// A client per platform the apps file has credentials for (an app may have either or both),
+    /// their connections on `loops`.
+    static func clients(_ environment: WorkerEnvironment, on loops: any EventLoopGroup,
+                        logger: Logger) throws -> (apns: APNSClient?, fcm: FCMClient?) {
+        let apns = environment.apps.isEmpty ? nil
+            : try APNSClient(configuration: environment.apns, apps: environment.apps, eventLoopGroup: loops, logger: logger)
+        let fcm = environment.fcmApps.isEmpty ? nil
+            : try FCMClient(configuration: environment.fcm, apps: environment.fcmApps, eventLoopGroup: loops, logger: logger)
+        return (apns, fcm)
     }
 }
 

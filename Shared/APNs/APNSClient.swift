@@ -24,7 +24,7 @@ public final class APNSClient: Service, Sendable {
     public let configuration: APNSClientConfiguration
     private let apps: [APNSAppID: AppEntry]
     private let pools: [APNSConnectionPool]
-    private let group: any EventLoopGroup
+    let group: any EventLoopGroup  // internal: tests check which group a program gives it
     private let logger: Logger
     private let drain = Locked(InFlightDrain())
 

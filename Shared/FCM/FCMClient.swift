@@ -31,7 +31,7 @@ public final class FCMClient: Service, Sendable {
     private let apps: [FCMAppID: AppEntry]
     private let providers: [FCMAccessTokenProvider]
     private let slots: [HTTPClient]
-    private let group: any EventLoopGroup
+    let group: any EventLoopGroup  // internal: tests check which group a program gives it
     private let logger: Logger
     private let lifecycle: Locked<Lifecycle>
 

@@ -4,12 +4,7 @@ public enum Hex {
     /// The value of a hexadecimal digit (either case), nil for any other byte.
     @inlinable
     public static func value(of byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        notDigit(byte) == 0 ? nibble(byte) : nil
     }
 
     /// Whether every byte of `text` is a hexadecimal digit (either case); true for "". Device tokens
@@ -19,11 +14,7 @@ public enum Hex {
     public static func isDigits(_ text: String) -> Bool {
         if let all = text.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
             var outside: UInt8 = 0
-            for byte in bytes {
-                let letter = (byte | 0x20) &- UInt8(ascii: "a")  // a–f (or A–F) → 0–5
-                let digit = byte &- UInt8(ascii: "0")  // 0–9 → 0–9
-                outside |= (letter < 6 || digit < 10) ? 0 : 1
-            }
+            for byte in bytes { outside |= notDigit(byte) }
             return outside == 0
         }) {
             return all

@@ -38,6 +38,14 @@ import Testing
         #expect(!Hex.isDigits("@`/:GZ"))
     }
 
+    @Test func hexValueOfEveryByte() {
+        for byte in UInt8.min...UInt8.max {
+            let text = String(UnicodeScalar(byte))
+            let expected = Self.isHexReference(String(decoding: [byte], as: UTF8.self)) ? UInt8(text, radix: 16) : nil
+            #expect(Hex.value(of: byte) == expected, "\(byte)")
+        }
+    }
+
     @Test func lowercasedIfNeededIsLowercased() {
         for text in Self.variants {
             #expect(text.lowercasedIfNeeded() == text.lowercased(), "\(Array(text.utf8))")

@@ -5,6 +5,8 @@ import Logging
 import NIOPosix
 import ServiceLifecycle
 import Testing
+@testable import APNs
+@testable import FCM
 @testable import PushWorker
 
 /// The event loops the APNs and FCM connections run on (`CALLPUSH_PUSH_EVENT_LOOPS`).
@@ -19,6 +21,24 @@ import Testing
             env["CALLPUSH_PUSH_EVENT_LOOPS"] = bad
             #expect(WorkerEnvironmentLoading().error(env)?.key == "CALLPUSH_PUSH_EVENT_LOOPS", "\(bad)")
         }
+    }
+
+    @Test func theAPNsAndFCMClientsRunOnTheGroupTheyAreGiven() async throws {
+        let files = try WorkerEnvironmentLoading.Files()
+        let accountPath = try WorkerEnvironmentLoading().writeServiceAccount(files)
+        let keyPath = files.directory.appendingPathComponent("AuthKey.p8").path
+        try #"""
+        {"rider": {"bundleId": "com.example.rider", "auth": "token", "keyFile": "\#(keyPath)", "keyId": "ABC123DEFG", "teamId": "TEAM123456",
+                   "fcm": {"serviceAccountFile": "\#(accountPath)"}}}
+        """#.write(toFile: files.appsPath, atomically: true, encoding: .utf8)
+        let environment = try WorkerEnvironment.load(files.env)
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let (apns, fcm) = try PushWorkerApp.clients(environment, on: loops, logger: Logger(label: "test"))
+        #expect((try #require(apns)).group === loops)
+        #expect((try #require(fcm)).group === loops)
+        await apns?.shutdown()
+        await fcm?.shutdown()
+        try await loops.shutdownGracefully()
     }
 
     @Test func theLoopsServeUntilTheServiceGroupShutsDown() async throws {
