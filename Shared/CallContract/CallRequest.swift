@@ -42,7 +42,7 @@ public enum CallRequest: Sendable, Hashable {
     /// The ring of a document in ``FastJSON``'s subset that passes every rule, or nil (then only
     /// the `JSONDecoder` path decides). Must agree with it: `FastJSONTests`, `EventDecoder` fuzz.
     static func fastRing(_ data: Data) -> RingRequest? {
-        FastJSON.parse(data).flatMap(RingRequest.init(fast:))
+        RingRequest.fast(data)
     }
 
     /// The event's JSON bytes (sorted keys, contract field names).

@@ -48,7 +48,8 @@ public enum FastJSON {
         }
     }
 
-    private struct Reader {
+    /// The reader behind ``parse(_:)``; `FastRing.swift` reads a ring with its pieces, in one pass.
+    struct Reader {
         let bytes: UnsafeRawBufferPointer
         var index = 0
 
@@ -139,17 +140,22 @@ public enum FastJSON {
         /// `index` past the quote; nil, with `index` at the first other byte (or the end).
         mutating func plainRun() -> String? {
             let start = index
+            guard plainBytes() else { return nil }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index - 1]), as: UTF8.self)
+        }
+
+        /// ``plainRun()`` without making the string: true with `index` past the closing quote.
+        mutating func plainBytes() -> Bool {
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") {
-                    let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
                     index += 1
-                    return text
+                    return true
                 }
-                guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { return nil }
+                guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\\") else { return false }
                 index += 1
             }
-            return nil
+            return false
         }
 
         /// A string value: any escape, any valid UTF-8; nil when it holds a control character
@@ -314,73 +320,76 @@ extension FastJSON {
     /// `Double`, ~0.24 µs each today — could go either way).
     static func timestamp(_ text: String) -> Date? {
         var text = text
-        return text.withUTF8 { utf8 -> Date? in
-            let count = utf8.count
-            guard count >= 20, count <= 35, utf8[4] == UInt8(ascii: "-"), utf8[7] == UInt8(ascii: "-"), utf8[10] == UInt8(ascii: "T"),
-                  utf8[13] == UInt8(ascii: ":"), utf8[16] == UInt8(ascii: ":")
-            else { return nil }
-            func number(_ range: Range<Int>) -> Int64? {
-                var value: Int64 = 0
-                for index in range {
-                    let byte = utf8[index]
-                    guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-                    value = value * 10 + Int64(byte - UInt8(ascii: "0"))
-                }
-                return value
+        return text.withUTF8(timestamp(utf8:))
+    }
+
+    /// ``timestamp(_:)`` of the text these bytes hold.
+    static func timestamp(utf8: UnsafeBufferPointer<UInt8>) -> Date? {
+        let count = utf8.count
+        guard count >= 20, count <= 35, utf8[4] == UInt8(ascii: "-"), utf8[7] == UInt8(ascii: "-"), utf8[10] == UInt8(ascii: "T"),
+              utf8[13] == UInt8(ascii: ":"), utf8[16] == UInt8(ascii: ":")
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int64? {
+            var value: Int64 = 0
+            for index in range {
+                let byte = utf8[index]
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
             }
-            guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-                  let minute = number(14..<16), let second = number(17..<19),
-                  (1600...9999).contains(year), (1...12).contains(month), hour < 24, minute < 60, second < 60
-            else { return nil }
-            let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-            let monthDays: Int64 = switch month {
-            case 2: leap ? 29 : 28
-            case 4, 6, 9, 11: 30
-            default: 31
-            }
-            guard day >= 1, day <= monthDays else { return nil }
-            var index = 19
-            var nanos: Int64 = 0
-            if utf8[index] == UInt8(ascii: ".") {
-                index += 1
-                let start = index
-                var scale: Int64 = 100_000_000
-                while index < count, utf8[index] >= UInt8(ascii: "0"), utf8[index] <= UInt8(ascii: "9") {
-                    guard index - start < 9 else { return nil }
-                    nanos += Int64(utf8[index] - UInt8(ascii: "0")) * scale
-                    scale /= 10
-                    index += 1
-                }
-                guard index > start else { return nil }
-            }
-            guard index < count else { return nil }
-            var offsetSeconds: Int64 = 0
-            if utf8[index] == UInt8(ascii: "Z") {
-                index += 1
-            } else {
-                guard utf8[index] == UInt8(ascii: "+") || utf8[index] == UInt8(ascii: "-"), index + 6 == count,
-                      utf8[index + 3] == UInt8(ascii: ":"),
-                      let offsetHours = number(index + 1..<index + 3), let offsetMinutes = number(index + 4..<index + 6),
-                      offsetMinutes < 60, offsetHours * 60 + offsetMinutes <= 14 * 60
-                else { return nil }
-                offsetSeconds = (offsetHours * 60 + offsetMinutes) * 60 * (utf8[index] == UInt8(ascii: "+") ? 1 : -1)
-                index += 6
-            }
-            guard index == count else { return nil }
-            let belowMillisecond = nanos % 1_000_000
-            guard !(498_000...502_000).contains(belowMillisecond) else { return nil }
-            let millis = nanos / 1_000_000 + (belowMillisecond > 500_000 ? 1 : 0)
-            // Days from civil (H. Hinnant).
-            let y = month <= 2 ? year - 1 : year
-            let era = y / 400
-            let yearOfEra = y - era * 400
-            let shiftedMonth = month > 2 ? month - 3 : month + 9
-            let dayOfYear = (153 * shiftedMonth + 2) / 5 + day - 1
-            let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-            let days = era * 146_097 + dayOfEra - 719_468
-            let total = ((days * 24 + hour) * 60 + minute) * 60 + second - offsetSeconds
-            return Date(timeIntervalSince1970: Double(total * 1000 + millis) / 1000)
+            return value
         }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
+              let minute = number(14..<16), let second = number(17..<19),
+              (1600...9999).contains(year), (1...12).contains(month), hour < 24, minute < 60, second < 60
+        else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays: Int64 = switch month {
+        case 2: leap ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+        guard day >= 1, day <= monthDays else { return nil }
+        var index = 19
+        var nanos: Int64 = 0
+        if utf8[index] == UInt8(ascii: ".") {
+            index += 1
+            let start = index
+            var scale: Int64 = 100_000_000
+            while index < count, utf8[index] >= UInt8(ascii: "0"), utf8[index] <= UInt8(ascii: "9") {
+                guard index - start < 9 else { return nil }
+                nanos += Int64(utf8[index] - UInt8(ascii: "0")) * scale
+                scale /= 10
+                index += 1
+            }
+            guard index > start else { return nil }
+        }
+        guard index < count else { return nil }
+        var offsetSeconds: Int64 = 0
+        if utf8[index] == UInt8(ascii: "Z") {
+            index += 1
+        } else {
+            guard utf8[index] == UInt8(ascii: "+") || utf8[index] == UInt8(ascii: "-"), index + 6 == count,
+                  utf8[index + 3] == UInt8(ascii: ":"),
+                  let offsetHours = number(index + 1..<index + 3), let offsetMinutes = number(index + 4..<index + 6),
+                  offsetMinutes < 60, offsetHours * 60 + offsetMinutes <= 14 * 60
+            else { return nil }
+            offsetSeconds = (offsetHours * 60 + offsetMinutes) * 60 * (utf8[index] == UInt8(ascii: "+") ? 1 : -1)
+            index += 6
+        }
+        guard index == count else { return nil }
+        let belowMillisecond = nanos % 1_000_000
+        guard !(498_000...502_000).contains(belowMillisecond) else { return nil }
+        let millis = nanos / 1_000_000 + (belowMillisecond > 500_000 ? 1 : 0)
+        // Days from civil (H. Hinnant).
+        let y = month <= 2 ? year - 1 : year
+        let era = y / 400
+        let yearOfEra = y - era * 400
+        let shiftedMonth = month > 2 ? month - 3 : month + 9
+        let dayOfYear = (153 * shiftedMonth + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        let total = ((days * 24 + hour) * 60 + minute) * 60 + second - offsetSeconds
+        return Date(timeIntervalSince1970: Double(total * 1000 + millis) / 1000)
     }
 }
 
@@ -400,42 +409,24 @@ extension Caller {
     static let fastKeys: Set<String> = ["handle", "handleType", "displayName"]
 
     public init?(fast value: FastJSON.Value) {
-        guard value.onlyKeys(Self.fastKeys),
-              case .string(let handle)? = value["handle"], FastJSON.fits(handle, maxBytes: ContractLimits.handleBytes),
-              let typeText = value.text("handleType"), let displayName = value.text("displayName")
+        guard value.onlyKeys(Self.fastKeys), case .string(let handle)? = value["handle"],
+              let typeText = value.text("handleType"), let displayName = value.text("displayName"),
+              let caller = Caller.validated(handle: handle, handleType: typeText, displayName: displayName)
         else { return nil }
+        self = caller
+    }
+
+    /// The caller the decoder reads from these member values (nil for absent or `null`), or nil
+    /// when one breaks a rule.
+    static func validated(handle: String, handleType typeText: String?, displayName: String?) -> Caller? {
+        guard FastJSON.fits(handle, maxBytes: ContractLimits.handleBytes) else { return nil }
         var handleType = HandleType.generic
         if let typeText {
             guard let known = HandleType(rawValue: typeText) else { return nil }
             handleType = known
         }
         if let displayName, !FastJSON.fits(displayName, maxBytes: ContractLimits.displayNameBytes) { return nil }
-        self.init(handle: handle, handleType: handleType, displayName: displayName)
-    }
-}
-
-extension RingRequest {
-    static let fastKeys: Set<String> = [
-        "type", "callId", "app", "device", "caller", "hasVideo", "requestedAt", "ringDeadline", "maxDurationSeconds", "attributes", "replay", "tenant",
-    ]
-
-    /// A `ring` event in the fast subset that passes every rule of the decoder, else nil.
-    public init?(fast value: FastJSON.Value) {
-        guard value.onlyKeys(Self.fastKeys), case .string("ring")? = value["type"],
-              case .string(let callId)? = value["callId"],  // its form is checked by `validate()`
-              case .string(let app)? = value["app"],
-              let deviceValue = value["device"], let device = Device(fast: deviceValue),
-              let callerValue = value["caller"], let caller = Caller(fast: callerValue),
-              let hasVideo = value.flag("hasVideo"),
-              case .string(let requestedText)? = value["requestedAt"], let requestedAt = FastJSON.contractTimestamp(requestedText),
-              case .string(let deadlineText)? = value["ringDeadline"], let ringDeadline = FastJSON.contractTimestamp(deadlineText),
-              let maxDuration = value.integer("maxDurationSeconds"), let replay = value.integer("replay"),
-              let attributes = value.stringMap("attributes"), let tenant = value.text("tenant")
-        else { return nil }
-        self.init(callId: callId, app: app, device: device, caller: caller, hasVideo: hasVideo ?? false,
-                  requestedAt: requestedAt, ringDeadline: ringDeadline, maxDurationSeconds: maxDuration,
-                  attributes: attributes, replay: replay ?? 0, tenant: tenant)
-        guard (try? validate()) != nil else { return nil }
+        return Caller(handle: handle, handleType: handleType, displayName: displayName)
     }
 }
 

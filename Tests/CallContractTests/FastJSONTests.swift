@@ -98,6 +98,63 @@ import Testing
         #expect(fast.ringDeadline == Date(timeIntervalSince1970: 1_795_262_430.013))
     }
 
+    /// The one-pass reader's structure rules, case by case: each member at most once at every
+    /// level, only the contract's members, `null` only where the decoder reads it as absent, any
+    /// whitespace, and timestamps written with escapes. Those it takes match the decoder; the
+    /// others are left to the decoder, which decides.
+    @Test func membersAreReadOnceEachWithTheDecodersRules() throws {
+        let token = String(repeating: "ab", count: 32)
+        func ring(_ members: String = "", device: String = #""environment":"sandbox","token":"\#(token)""#,
+                  caller: String = #""handle":"driver-1""#) -> String {
+            #"{"type":"ring","callId":"1b4e28ba-2fa1-4d3b-a3f5-ef19b5a7633b","app":"rider","requestedAt":"2026-11-21T12:00:00.000Z","#
+                + #""ringDeadline":"2026-11-21T12:00:30.000Z","device":{\#(device)},"caller":{\#(caller)}\#(members)}"#
+        }
+        let taken: [(String, String)] = [
+            ("plain", ring()),
+            ("nulls for every optional member", ring(#","hasVideo":null,"maxDurationSeconds":null,"attributes":null,"replay":null,"tenant":null"#,
+                                                      device: #""environment":"sandbox","token":"\#(token)","id":null,"platform":null"#,
+                                                      caller: #""handle":"h","handleType":null,"displayName":null"#)),
+            ("whitespace everywhere", " \n\t" + ring(#" , "attributes" : { "a" : "b" , "c" : "" } , "hasVideo" : true "#,
+                                                         device: #" "token" : "\#(token)" , "environment" : "sandbox" "#,
+                                                         caller: #" "handle" : "h" "#) + " \r\n"),
+            ("a timestamp written with escapes", ring().replacingOccurrences(of: "12:00:30.000Z", with: #"12:00:30.000\u005a"#)),
+            ("an Android device", ring(device: #""platform":"android","token":"fcm:token-1""#)),
+        ]
+        for (name, text) in taken {
+            let data = Data(text.utf8)
+            let fast = try #require(CallRequest.fastRing(data), "\(name): must take the fast path")
+            #expect(Self.slow(data) == .ring(fast), "\(name)")
+        }
+        let left: [(String, String)] = [
+            ("a duplicate member", ring(#","app":"rider""#)),
+            ("a duplicate device member", ring(device: #""environment":"sandbox","token":"\#(token)","token":"\#(token)""#)),
+            ("a duplicate caller member", ring(caller: #""handle":"a","handle":"b""#)),
+            ("a duplicate attribute", ring(#","attributes":{"a":"1","a":"2"}"#)),
+            ("an unknown member", ring(#","extra":1"#)),
+            ("an unknown device member", ring(device: #""environment":"sandbox","token":"\#(token)","x":"y""#)),
+            ("an unknown caller member", ring(caller: #""handle":"h","nick":"n""#)),
+            ("a null required member", ring().replacingOccurrences(of: #""app":"rider""#, with: #""app":null"#)),
+            ("a null token", ring(device: #""environment":"sandbox","token":null"#)),
+            ("a null device", ring().replacingOccurrences(of: #""device":{"environment":"sandbox","token":"\#(token)"}"#, with: #""device":null"#)),
+            ("an empty caller", ring(caller: "")),
+            ("a number where a string goes", ring(#","tenant":7"#)),
+            ("a string where a number goes", ring(#","replay":"1""#)),
+            ("an attribute that is not a string", ring(#","attributes":{"a":1}"#)),
+            ("an escaped key", ring(#","h\u0061sVideo":true"#)),
+            ("a cancel", ring().replacingOccurrences(of: #""type":"ring""#, with: #""type":"cancel""#)),
+            ("trailing bytes", ring() + " x"),
+            ("no type", ring().replacingOccurrences(of: #""type":"ring","#, with: "")),
+        ]
+        for (name, text) in left {
+            let data = Data(text.utf8)
+            #expect(CallRequest.fastRing(data) == nil, "\(name): must be left to the decoder")
+        }
+        // The decoder decides those: it refuses some, and takes a duplicate's last value.
+        #expect(Self.slow(Data(ring(#","app":"rider""#).utf8)) != nil)
+        #expect(Self.slow(Data(ring(device: #""environment":"sandbox","token":null"#).utf8)) == nil)
+        #expect(Self.slow(Data(ring(#","replay":"1""#).utf8)) == nil)
+    }
+
     /// A timestamp the fast computation leaves to Foundation (within 2 µs of half a millisecond,
     /// about 1 % of microsecond timestamps) costs that one field's parse, not the document's:
     /// the ring still takes the fast path, as the decoder's value.
