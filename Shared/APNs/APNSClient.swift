@@ -97,67 +97,126 @@ public final class APNSClient: Service, Sendable {
     /// (its `timeout` or the configured `requestTimeout`), retries refused streams and an expired provider
     /// token transparently within that deadline.
     public func send(_ push: APNSVoIPPush) async -> APNSOutcome {
-        let start = ContinuousClock.now
-        let apnsID = push.apnsID.lowercasedText
-        func failure(_ error: APNSError, attempts: Int) -> APNSOutcome {
-            APNSOutcome(error: error, apnsID: apnsID, latency: ContinuousClock.now - start, attempts: attempts)
-        }
-        guard beginPush() else {
-            return failure(APNSError(.shuttingDown, "the APNs client is shutting down"), attempts: 0)
-        }
+        guard beginPush() else { return Self.shuttingDown(push) }
         defer { endPush() }
-        guard let app = apps[push.app] else {
-            return failure(APNSError(.unknownApp, "no credentials configured for app \(push.app)"), attempts: 0)
+        switch PushProgress.begin(push, on: self) {
+        case .ended(let outcome): return outcome
+        case .ready(var progress): return await attempts(&progress)
         }
-        do throws(APNSError) {
-            try push.validate()
-        } catch {
-            return failure(error, attempts: 0)
+    }
+
+    /// Sends several VoIP pushes, each as ``send(_:)`` would (its own deadline, retries and outcome),
+    /// reporting each push's outcome through `answered` (its index in `pushes`, the outcome) as soon as
+    /// it is known, so one slow answer holds back none of the others; returns once every push was
+    /// answered, each exactly once. The run goes to one of the client's event loops once: there each
+    /// push's first request is written and its answer taken through a callback, without a task per
+    /// push. Only a push that must wait for a stream or be tried again continues as ``send(_:)`` does,
+    /// in a task of its own.
+    public func send(_ pushes: [APNSVoIPPush], answered: @escaping @Sendable (Int, APNSOutcome) -> Void) async {
+        guard pushes.count > 1 else {
+            if !pushes.isEmpty { answered(0, await send(pushes[0])) }
+            return
         }
-        guard let pool = app.pools[push.environment] else {
-            return failure(APNSError(.unknownApp, "no pool for \(push.environment)"), attempts: 0)
+        let executor = EventLoopTaskExecutor(group.any())
+        await withTaskExecutorPreference(executor) {
+            await withUnsafeContinuation { (done: UnsafeContinuation<Void, Never>) in
+                let left = Locked(pushes.count)
+                for (index, push) in pushes.enumerated() {
+                    firstAttempt(push) { outcome in
+                        answered(index, outcome)
+                        if left.withLock({ $0 -= 1; return $0 == 0 }) { done.resume() }
+                    }
+                }
+            }
         }
-        let deadline = NIODeadline.now() + TimeAmount(push.timeout ?? configuration.requestTimeout)
+    }
+
+    /// One push on its way: what its attempts share (deadline, attempts made, what was renewed or retired
+    /// once), and the rules that decide after each answer whether it ends or is tried again.
+    private struct PushProgress: Sendable {
+        let push: APNSVoIPPush
+        let app: AppEntry
+        let pool: APNSConnectionPool
+        let apnsID: String
+        let start: ContinuousClock.Instant
+        let deadline: NIODeadline
         var attempts = 0
         var renewedToken = false
         var retiredIdleConnection = false
+        /// The provider token of the attempt under way.
+        var token: APNSTokenProvider.Token?
+
+        /// The push's progress before its first attempt, or its outcome when it cannot be sent (no
+        /// credentials for its app, a request APNs would refuse).
+        static func begin(_ push: APNSVoIPPush, on client: APNSClient) -> Began {
+            let start = ContinuousClock.now
+            let apnsID = push.apnsID.lowercasedText
+            func failure(_ error: APNSError) -> Began {
+                .ended(APNSOutcome(error: error, apnsID: apnsID, latency: ContinuousClock.now - start, attempts: 0))
+            }
+            guard let app = client.apps[push.app] else {
+                return failure(APNSError(.unknownApp, "no credentials configured for app \(push.app)"))
+            }
+            do throws(APNSError) {
+                try push.validate()
+            } catch {
+                return failure(error)
+            }
+            guard let pool = app.pools[push.environment] else {
+                return failure(APNSError(.unknownApp, "no pool for \(push.environment)"))
+            }
+            let deadline = NIODeadline.now() + TimeAmount(push.timeout ?? client.configuration.requestTimeout)
+            return .ready(PushProgress(push: push, app: app, pool: pool, apnsID: apnsID, start: start, deadline: deadline))
+        }
+
+        enum Began {
+            case ready(PushProgress)
+            case ended(APNSOutcome)
+        }
+
+        func failure(_ error: APNSError) -> APNSOutcome {
+            APNSOutcome(error: error, apnsID: apnsID, latency: ContinuousClock.now - start, attempts: attempts)
+        }
+
+        /// Takes the provider token for the next attempt; the outcome when there is none.
+        mutating func takeToken() -> APNSOutcome? {
+            guard let provider = app.tokenProvider else { return nil }
+            do throws(APNSError) {
+                token = try provider.token()
+                return nil
+            } catch {
+                return failure(error)
+            }
+        }
+
+        /// The next attempt's request, on `lease`.
+        mutating func request(on client: APNSClient) -> HPACKHeaders {
+            attempts += 1
+            return client.makeHeaders(push, apnsID: apnsID, topic: app.topic, authority: pool.endpoint.authority, token: token)
+        }
+
         /// Renews an expired provider token once per push (and once per token generation across pushes).
-        func renewToken(_ token: APNSTokenProvider.Token?) -> Bool {
+        mutating func renewToken(logger: Logger) -> Bool {
             guard !renewedToken, let provider = app.tokenProvider, let token, NIODeadline.now() < deadline,
-                provider.reportExpired(generation: token.generation)
+                  provider.reportExpired(generation: token.generation)
             else { return false }
             renewedToken = true
             logger.info("provider token expired, retrying with a renewed token", metadata: ["apns.key": "\(provider.key.keyID)"])
             return true
         }
-        while true {
-            var token: APNSTokenProvider.Token?
-            if let provider = app.tokenProvider {
-                do throws(APNSError) {
-                    token = try provider.token()
-                } catch {
-                    return failure(error, attempts: attempts)
-                }
-            }
-            let lease: APNSConnectionPool.Lease
-            switch await pool.lease(deadline: deadline) {
-            case .success(let value): lease = value
-            case .failure(let error): return failure(error, attempts: attempts)
-            }
-            attempts += 1
-            let headers = makeHeaders(push, apnsID: apnsID, topic: app.topic, authority: pool.endpoint.authority, token: token)
-            let result = await lease.connection.execute(headers: headers, body: push.payload, deadline: deadline)
-            pool.release(lease)
 
+        /// After an attempt on `lease` ended with `result`: the push's outcome, or nil to try again.
+        mutating func outcome(of result: APNSStreamResult, on lease: APNSConnectionPool.Lease, logger: Logger) -> APNSOutcome? {
+            pool.release(lease)
             switch result {
             case .response(let status, let responseID, let uniqueID, let body):
-                let (reason, timestamp) = status == 200 ? (nil, nil) : Self.parseErrorBody(body)
-                if reason == .expiredProviderToken, renewToken(token) { continue }
+                let (reason, timestamp) = status == 200 ? (nil, nil) : APNSClient.parseErrorBody(body)
+                if reason == .expiredProviderToken, renewToken(logger: logger) { return nil }
                 if reason == .idleTimeout, !retiredIdleConnection {
                     // About the connection, not the push (which was not processed): replace it and try again.
                     retiredIdleConnection = true
                     pool.retire(lease)
-                    if NIODeadline.now() < deadline { continue }
+                    if NIODeadline.now() < deadline { return nil }
                 }
                 let outcome = APNSOutcome(
                     status: status, reason: reason, apnsID: responseID ?? apnsID, uniqueID: uniqueID, timestamp: timestamp,
@@ -174,18 +233,85 @@ public final class APNSClient: Service, Sendable {
                     // Above a GOAWAY's last stream id, never processed. A reason Apple's table does not retry
                     // (BadCertificateEnvironment: the certificate is for the other environment) ends the push.
                     switch reason.map(APNSReason.init(rawValue:)).flatMap(APNSDisposition.classify(reason:)) {
-                    case .renewTokenAndRetry? where renewToken(token): continue
-                    case .retry?, nil: if NIODeadline.now() < deadline, attempts < Self.maximumAttempts { continue }
+                    case .renewTokenAndRetry? where renewToken(logger: logger): return nil
+                    case .retry?, nil: if NIODeadline.now() < deadline, attempts < APNSClient.maximumAttempts { return nil }
                     default: break
                     }
                 case .notSent:
-                    if NIODeadline.now() < deadline, attempts < Self.maximumAttempts { continue }
+                    if NIODeadline.now() < deadline, attempts < APNSClient.maximumAttempts { return nil }
                 default:
                     break
                 }
-                return Self.outcome(failure, apnsID: apnsID, start: start, attempts: attempts)
+                return APNSClient.outcome(failure, apnsID: apnsID, start: start, attempts: attempts)
             }
         }
+    }
+
+    /// A push's attempts until it has an outcome, each waiting for a stream if none is free.
+    private func attempts(_ progress: inout PushProgress) async -> APNSOutcome {
+        while true {
+            if let outcome = progress.takeToken() { return outcome }
+            let lease: APNSConnectionPool.Lease
+            switch await progress.pool.lease(deadline: progress.deadline) {
+            case .success(let value): lease = value
+            case .failure(let error): return progress.failure(error)
+            }
+            let headers = progress.request(on: self)
+            let result = await lease.connection.execute(headers: headers, body: progress.push.payload, deadline: progress.deadline)
+            if let outcome = progress.outcome(of: result, on: lease, logger: logger) { return outcome }
+        }
+    }
+
+    /// A push of a run: its first request is written at once when a stream is free, its answer taken by
+    /// callback; otherwise (no free stream, or another attempt needed) it goes on in a task as
+    /// ``send(_:)``'s attempts do. `then` gets its one outcome.
+    private func firstAttempt(_ push: APNSVoIPPush, then: @escaping @Sendable (APNSOutcome) -> Void) {
+        guard beginPush() else { return then(Self.shuttingDown(push)) }
+        var progress: PushProgress
+        switch PushProgress.begin(push, on: self) {
+        case .ended(let outcome):
+            endPush()
+            return then(outcome)
+        case .ready(let value): progress = value
+        }
+        if let outcome = progress.takeToken() {
+            endPush()
+            return then(outcome)
+        }
+        let lease: APNSConnectionPool.Lease
+        switch progress.pool.leaseNow() {
+        case .success(let value)?: lease = value
+        case .failure(let error)?:
+            endPush()
+            return then(progress.failure(error))
+        case nil:
+            return inTask(progress, then: then)
+        }
+        let headers = progress.request(on: self)
+        lease.connection.submit(headers: headers, body: push.payload, deadline: progress.deadline) { [self, progress] result in
+            var progress = progress
+            if let outcome = progress.outcome(of: result, on: lease, logger: logger) {
+                endPush()
+                then(outcome)
+            } else {
+                inTask(progress, then: then)
+            }
+        }
+    }
+
+    /// The rest of a run's push, in a task of its own (between `beginPush` and `endPush`).
+    private func inTask(_ progress: PushProgress, then: @escaping @Sendable (APNSOutcome) -> Void) {
+        Task {
+            var progress = progress
+            let outcome = await attempts(&progress)
+            endPush()
+            then(outcome)
+        }
+    }
+
+    private static func shuttingDown(_ push: APNSVoIPPush) -> APNSOutcome {
+        APNSOutcome(error: APNSError(.shuttingDown, "the APNs client is shutting down"), apnsID: push.apnsID.lowercasedText,
+                    latency: .zero, attempts: 0)
     }
 
     /// Sends several VoIP pushes as ``send(_:answered:)`` does and returns one outcome per push, in
@@ -196,27 +322,6 @@ public final class APNSClient: Service, Sendable {
         return zip(pushes, outcomes.withLock { $0 }).map { push, outcome in
             outcome ?? APNSOutcome(error: APNSError(.shuttingDown, "the push was not sent"),
                                    apnsID: push.apnsID.lowercasedText, latency: .zero, attempts: 0)
-        }
-    }
-
-    /// Sends several VoIP pushes, each as ``send(_:)`` would (its own deadline, retries and outcome),
-    /// reporting each push's outcome through `answered` (its index in `pushes`, the outcome) from that
-    /// push's own task as soon as it is known, so one slow answer holds back none of the others;
-    /// returns once every push was answered, each exactly once. The pushes run together on one of the
-    /// client's event loops: their requests are submitted, and their answers taken, on that loop's
-    /// thread, instead of each crossing from the caller's threads to the loop and back.
-    public func send(_ pushes: [APNSVoIPPush], answered: @escaping @Sendable (Int, APNSOutcome) -> Void) async {
-        guard pushes.count > 1 else {
-            if !pushes.isEmpty { answered(0, await send(pushes[0])) }
-            return
-        }
-        let executor = EventLoopTaskExecutor(group.any())
-        await withTaskExecutorPreference(executor) {
-            await withTaskGroup(of: Void.self) { tasks in
-                for (index, push) in pushes.enumerated() {
-                    tasks.addTask { answered(index, await self.send(push)) }
-                }
-            }
         }
     }
 
@@ -258,7 +363,7 @@ public final class APNSClient: Service, Sendable {
     /// most of an hour, and ~200 Huffman-coded bytes per push otherwise. (HPACK indexes whole fields, so nothing
     /// sent alongside can probe it, and TLS runs end to end to APNs.) The per-push path, id and expiry are not
     /// indexed, so they do not evict the rest.
-    private func makeHeaders(
+    fileprivate func makeHeaders(
         _ push: APNSVoIPPush, apnsID: String, topic: String, authority: String, token: APNSTokenProvider.Token?
     ) -> HPACKHeaders {
         var headers = HPACKHeaders()

@@ -102,6 +102,52 @@ extension APNSIntegration {
             }
         }
 
+        /// A run's pushes are written by callback, without a task each; those that must wait for a
+        /// stream, or be tried again, go on as a single push would. Each still ends exactly once.
+        @Test func aBatchLargerThanTheStreamLimitWaitsForStreamsAndSendsEveryPushOnce() async throws {
+            try await SimulatorFixture.run(
+                simulator: {
+                    $0.maxConcurrentStreams = 5
+                    $0.faults.latency = .fixed(milliseconds: 5)
+                },
+                client: { $0.connectionsPerPool = 1 }
+            ) { fixture in
+                let pushes = (0..<60).map { fixture.push(token: $0) }
+                let outcomes = await fixture.client.send(pushes)
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Dictionary(grouping: outcomes, by: \.code).mapValues(\.count))")
+                #expect(outcomes.allSatisfy { $0.attempts == 1 }, "no stream beyond the limit was opened and refused")
+                #expect(outcomes.map(\.apnsID) == pushes.map { $0.apnsID.uuidString.lowercased() })
+                #expect(fixture.simulator.pushes().count == 60)
+            }
+        }
+
+        @Test func aBatchsPushesRefusedByAGoAwayAreTriedAgainAndSent() async throws {
+            try await SimulatorFixture.run(simulator: { $0.faults.goAwayAfterStreams = 7 }) { fixture in
+                let pushes = (0..<40).map { fixture.push(token: $0) }
+                let answers = Locked<[Int: [APNSOutcome]]>([:])
+                await fixture.client.send(pushes) { index, outcome in answers.withLock { $0[index, default: []].append(outcome) } }
+                let byIndex = answers.withLock { $0 }
+                #expect(byIndex.keys.sorted() == Array(pushes.indices) && byIndex.values.allSatisfy { $0.count == 1 }, "each push ends once")
+                let outcomes = pushes.indices.compactMap { byIndex[$0]?.first }
+                #expect(outcomes.allSatisfy { $0.isSent }, "\(Dictionary(grouping: outcomes, by: \.code).mapValues(\.count))")
+                #expect(fixture.simulator.stats().goAwaysSent >= 1)
+                #expect(outcomes.contains { $0.attempts > 1 }, "some were refused by a GOAWAY and sent again")
+                #expect(Set(fixture.simulator.pushes().map(\.deviceToken)) == Set(pushes.map(\.deviceToken)))
+            }
+        }
+
+        @Test func aBatchRenewsAnExpiredProviderTokenAndTriesAgain() async throws {
+            let clock = SettableClock(Date().addingTimeInterval(-61 * 60))
+            try await SimulatorFixture.run(now: clock.now) { fixture in
+                let pushes = (0..<8).map { fixture.push(token: $0) }
+                let outcomes = await fixture.client.send(pushes)
+                #expect(outcomes.allSatisfy { $0.reason == .expiredProviderToken })
+                #expect(outcomes.contains { $0.attempts == 2 }, "the token was renewed and the push tried again")
+                #expect(outcomes.allSatisfy { $0.attempts <= 2 }, "renewed at most once per push")
+                #expect(fixture.simulator.pushes().isEmpty)
+            }
+        }
+
         @Test func payloadOverTheLimitIsRefusedBeforeSending() async throws {
             try await SimulatorFixture.run { fixture in
                 let big = String(repeating: "x", count: 5121)

@@ -19,14 +19,22 @@ final class APNSConnection: Sendable {
     /// Sends one request on a new stream: a response or why there is none (never throws, never hangs: the
     /// deadline, the stream's end and the connection's end all answer).
     func execute(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) async -> APNSStreamResult {
+        await withUnsafeContinuation { submit(headers: headers, body: body, deadline: deadline, completion: .task($0)) }
+    }
+
+    /// ``execute(headers:body:deadline:)`` without a task: `then` gets the result, exactly once, on the
+    /// connection's event loop.
+    func submit(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, then: @escaping @Sendable (APNSStreamResult) -> Void) {
+        submit(headers: headers, body: body, deadline: deadline, completion: .callback(then))
+    }
+
+    private func submit(headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline, completion: APNSConnectionHandler.Completion) {
         let loop = channel.eventLoop
         let handler = self.handler
-        return await withUnsafeContinuation { completion in
-            if loop.inEventLoop {
-                handler.value.submit(headers: headers, body: body, deadline: deadline, completion: completion)
-            } else {
-                loop.execute { handler.value.submit(headers: headers, body: body, deadline: deadline, completion: completion) }
-            }
+        if loop.inEventLoop {
+            handler.value.submit(headers: headers, body: body, deadline: deadline, completion: completion)
+        } else {
+            loop.execute { handler.value.submit(headers: headers, body: body, deadline: deadline, completion: completion) }
         }
     }
 

@@ -79,7 +79,20 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     /// writing it would only turn a certain "not sent" into an ambiguous "timeout".
     static let minimumTimeToWrite = TimeAmount.milliseconds(10)
 
-    typealias Completion = UnsafeContinuation<APNSStreamResult, Never>
+    /// Who takes a request's result: a suspended task (``APNSConnection/execute(headers:body:deadline:)``)
+    /// or a callback (``APNSConnection/submit(headers:body:deadline:then:)``, which a run of pushes uses
+    /// instead of a task per push).
+    enum Completion {
+        case task(UnsafeContinuation<APNSStreamResult, Never>)
+        case callback(@Sendable (APNSStreamResult) -> Void)
+
+        func resume(returning result: APNSStreamResult) {
+            switch self {
+            case .task(let continuation): continuation.resume(returning: result)
+            case .callback(let callback): callback(result)
+            }
+        }
+    }
 
     /// A request on an open stream.
     private struct Exchange {

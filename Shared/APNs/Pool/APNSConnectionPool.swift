@@ -50,20 +50,7 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
 
     /// Leases a stream, waiting (bounded by `deadline`) if every connection is at its stream limit.
     func lease(deadline: NIODeadline) async -> Result<Lease, APNSError> {
-        let (decision, actions) = state.withLock { machine in
-            var actions = StateMachine.Actions()
-            let decision = machine.lease(now: .now(), actions: &actions)
-            return (decision, actions)
-        }
-        run(actions)
-        switch decision {
-        case .leased(let connection, let id):
-            return .success(Lease(connection: connection, connectionID: id))
-        case .fail(let error):
-            return .failure(error)
-        case .wait:
-            break
-        }
+        if let now = leaseNow() { return now }
         let waiterID = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
         let result = await withCheckedContinuation { (continuation: Waiter) in
             let actions = state.withLock { machine in
@@ -79,6 +66,21 @@ final class APNSConnectionPool: APNSConnectionDelegate, Sendable {
             }
         }
         return result.map { Lease(connection: $0.0, connectionID: $0.1) }
+    }
+
+    /// A stream at once, or why there is none; nil when the request would have to wait for one.
+    func leaseNow() -> Result<Lease, APNSError>? {
+        let (decision, actions) = state.withLock { machine in
+            var actions = StateMachine.Actions()
+            let decision = machine.lease(now: .now(), actions: &actions)
+            return (decision, actions)
+        }
+        run(actions)
+        switch decision {
+        case .leased(let connection, let id): return .success(Lease(connection: connection, connectionID: id))
+        case .fail(let error): return .failure(error)
+        case .wait: return nil
+        }
     }
 
     /// Stops leasing the connection and retires it gracefully (the server answered `IdleTimeout`).
