@@ -313,32 +313,35 @@ public final class PartitionCoordinator: Sendable {
         guard let partitionID = events.first?.partition else { return .stale }
         let (start, pauseNow) = state.withLock { state -> (RunStart, Bool) in
             if state.assigning[partitionID] != nil { return (.waitForAssignment, false) }
-            // Read out, not kept: a copy of the partition alive while it is mutated below would copy its tables.
-            guard let generation = state.partitions[partitionID].map({ $0.revoking ? nil : $0.generation }) ?? nil else {
-                return (.stale, false)
-            }
+            // Taken out while the run's offsets are begun (one lookup, not several per event; its
+            // tables are not copied) and put back before the lock is let go.
+            guard var partition = state.partitions.removeValue(forKey: partitionID) else { return (.stale, false) }
+            defer { state.partitions[partitionID] = partition }
+            guard !partition.revoking else { return (.stale, false) }
             var begun: [Int] = []
             var tickets: [DeliveryTicket] = []
+            begun.reserveCapacity(events.count)
+            tickets.reserveCapacity(events.count)
             for (index, event) in events.enumerated() {
                 precondition(event.partition == partitionID, "a run holds one partition's messages")
-                guard isCurrent(index), state.partitions[partitionID]!.tracker.begin(event.offset) else { continue }
+                guard isCurrent(index), partition.tracker.begin(event.offset) else { continue }
                 begun.append(index)
-                tickets.append(DeliveryTicket(partition: partitionID, offset: event.offset, generation: generation))
+                tickets.append(DeliveryTicket(partition: partitionID, offset: event.offset, generation: partition.generation))
             }
             guard let last = tickets.last else { return (.stale, false) }
-            state.partitions[partitionID]!.lastBegun = last.offset
+            partition.lastBegun = last.offset
             let run = DeliveryRun(tickets: tickets, indices: begun, coordinator: self)
             let task = Task {
                 await work(run)
                 run.handBackUnfinished()
             }
             for ticket in tickets {
-                state.partitions[partitionID]!.inFlight[ticket.offset] = task
-                state.partitions[partitionID]!.waiting.insert(ticket.offset)
+                partition.inFlight[ticket.offset] = task
+                partition.waiting.insert(ticket.offset)
             }
             var pauseNow = false
-            if !state.partitions[partitionID]!.paused, state.partitions[partitionID]!.tracker.inFlight >= pauseAfter {
-                state.partitions[partitionID]!.paused = true
+            if !partition.paused, partition.tracker.inFlight >= pauseAfter {
+                partition.paused = true
                 pauseNow = true
             }
             return (.started(begun), pauseNow)
@@ -356,8 +359,10 @@ public final class PartitionCoordinator: Sendable {
     public func beginWork(_ run: DeliveryRun) -> Bool {
         guard let first = run.tickets.first else { return false }
         return state.withLock { state in
-            guard state.partitions[first.partition]?.generation == first.generation else { return false }
-            for ticket in run.tickets { state.partitions[first.partition]!.waiting.remove(ticket.offset) }
+            guard var partition = state.partitions.removeValue(forKey: first.partition) else { return false }
+            defer { state.partitions[first.partition] = partition }
+            guard partition.generation == first.generation else { return false }
+            for ticket in run.tickets { partition.waiting.remove(ticket.offset) }
             return true
         }
     }
@@ -368,12 +373,15 @@ public final class PartitionCoordinator: Sendable {
         guard let (first, _) = ended.first else { return }
         let partition = first.partition
         let resume = state.withLock { state -> Bool in
-            guard state.partitions[partition]?.generation == first.generation else { return false }
+            // Taken out (one lookup, its tables not copied) and put back before the lock is let go.
+            guard var entry = state.partitions.removeValue(forKey: partition) else { return false }
+            defer { state.partitions[partition] = entry }
+            guard entry.generation == first.generation else { return false }
             var next: Int64?
             for (ticket, result) in ended {
-                state.partitions[partition]!.inFlight[ticket.offset] = nil
-                state.partitions[partition]!.waiting.remove(ticket.offset)
-                if case .finished = result, let advanced = state.partitions[partition]!.tracker.finish(ticket.offset) {
+                entry.inFlight[ticket.offset] = nil
+                entry.waiting.remove(ticket.offset)
+                if case .finished = result, let advanced = entry.tracker.finish(ticket.offset) {
                     next = advanced
                 }
             }
@@ -386,9 +394,8 @@ public final class PartitionCoordinator: Sendable {
                     ])
                 }
             }
-            guard state.partitions[partition]!.paused,
-                  state.partitions[partition]!.tracker.inFlight <= pauseAfter / 2 else { return false }
-            state.partitions[partition]!.paused = false
+            guard entry.paused, entry.tracker.inFlight <= pauseAfter / 2 else { return false }
+            entry.paused = false
             return true
         }
         if resume { pause(partition, false) }

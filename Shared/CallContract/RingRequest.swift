@@ -81,7 +81,7 @@ public struct RingRequest: Sendable, Hashable, Codable {
         guard attributes.count <= Limits.attributeCount else {
             return ContractError(.invalidValue, path: path, "more than \(Limits.attributeCount) entries")
         }
-        for (key, value) in attributes.sorted(by: { $0.key < $1.key }) {
+        func problem(_ key: String, _ value: String) -> ContractError? {
             if key.isEmpty || key.utf8.count > Limits.attributeKeyBytes {
                 return ContractError(.invalidValue, path: path, "keys must be 1 to \(Limits.attributeKeyBytes) bytes")
             }
@@ -89,8 +89,11 @@ public struct RingRequest: Sendable, Hashable, Codable {
                 return ContractError(.invalidValue, path: "\(path).\(key.prefix(Limits.attributeKeyBytes))",
                                      "longer than \(Limits.attributeValueBytes) bytes")
             }
+            return nil
         }
-        return nil
+        // Sorted only when one breaks a rule, to name the first in key order (most events break none).
+        guard attributes.contains(where: { problem($0.key, $0.value) != nil }) else { return nil }
+        return attributes.sorted(by: { $0.key < $1.key }).lazy.compactMap { problem($0.key, $0.value) }.first
     }
 
     /// Applies the decoder's rules for the event's own fields to a value built in code (dispatch
