@@ -29,35 +29,26 @@ public struct KafkaOutcomePublisher: OutcomePublishing {
 
     public func publish(status: CallStatus, partition: Int32, headers: [(String, String)], within bound: Duration?) async throws {
         let record = KafkaProducerRecord(topic: statusTopic, partition: partition, key: Array(status.callId.utf8),
-                                         value: Array(try status.encoded()), headers: headers.map { KafkaHeader(key: $0.0, string: $0.1) })
+                                         value: status.encodedBytes(), headers: headers.map { KafkaHeader(key: $0.0, string: $0.1) })
         if bound == nil { try await statuses.write(record) } else { try await send(record, within: bound) }
     }
 
     /// One producer send for all of them (the statuses of a run of deliveries), bypassing the
     /// gathering of `StatusWriteBatcher`; each record gets its own delivery report.
     public func publish(statuses: [StatusRecord]) async -> [Result<Void, any Error>] {
-        var results = Array(repeating: Result<Void, any Error>.failure(StatusWriteBatcher.noResult), count: statuses.count)
-        var records: [KafkaProducerRecord] = []
-        var positions: [Int] = []
-        records.reserveCapacity(statuses.count)
-        for (index, write) in statuses.enumerated() {
-            do {
-                records.append(KafkaProducerRecord(topic: statusTopic, partition: write.partition, key: Array(write.status.callId.utf8),
-                                                   value: Array(try write.status.encoded()),
-                                                   headers: write.headers.map { KafkaHeader(key: $0.0, string: $0.1) }))
-                positions.append(index)
-            } catch {
-                results[index] = .failure(error)
-            }
+        guard !statuses.isEmpty else { return [] }
+        let records = statuses.map { write in
+            KafkaProducerRecord(topic: statusTopic, partition: write.partition, key: Array(write.status.callId.utf8),
+                                value: write.status.encodedBytes(), headers: write.headers.map { KafkaHeader(key: $0.0, string: $0.1) })
         }
-        guard !records.isEmpty else { return results }
+        var results = Array(repeating: Result<Void, any Error>.failure(StatusWriteBatcher.noResult), count: statuses.count)
         do {
             let reports = try await producer.send(records)
-            for (position, index) in positions.enumerated() where position < reports.count {
-                results[index] = reports[position].map { _ in () }.mapError { $0 }
+            for (index, report) in reports.prefix(statuses.count).enumerated() {
+                results[index] = report.map { _ in () }.mapError { $0 }
             }
         } catch {
-            for index in positions { results[index] = .failure(error) }
+            results = Array(repeating: .failure(error), count: statuses.count)
         }
         return results
     }

@@ -215,6 +215,11 @@ public struct CallStatus: Sendable, Hashable, Codable {
 
     /// The status's JSON bytes.
     public func encoded() throws -> Data {
+        Data(encodedBytes())
+    }
+
+    /// ``encoded()`` as an array, as a Kafka record takes it (no round trip through `Data`).
+    public func encodedBytes() -> [UInt8] {
         var json = ContractJSONWriter(capacity: 384)
         json.object { json in
             if let apns {
@@ -255,7 +260,7 @@ public struct CallStatus: Sendable, Hashable, Codable {
             if let tenant { json.member("tenant", tenant) }
             json.member("worker", worker)
         }
-        return json.data
+        return json.bytes
     }
 
     /// `value`'s member, or `"key":null` (as `encode(to:)` writes absent optionals here).

@@ -1,7 +1,11 @@
 import Foundation
 #if canImport(Locking)
-// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's Hex.swift as one module.
+// The fuzz build (scripts/fuzz) compiles this module's sources with Locking's Hex.swift and
+// JSONBytes's as one module.
 import Locking
+#endif
+#if canImport(JSONBytes)
+import JSONBytes
 #endif
 
 /// Writes contract documents straight to bytes, byte for byte what ``ContractCoding/makeEncoder()``
@@ -111,10 +115,11 @@ public struct ContractJSONWriter {
         var value = value
         value.withUTF8 { utf8 in
             var start = 0
-            for index in utf8.indices {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            while true {
+                let index = JSONBytes.unescapedEnd(utf8, from: start)
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+                guard index < utf8.count else { break }
+                let byte = utf8[index]
                 start = index + 1
                 bytes.append(UInt8(ascii: "\\"))
                 switch byte {
@@ -130,7 +135,6 @@ public struct ContractJSONWriter {
                     bytes.append(Hex.digit(byte & 0xF))
                 }
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }

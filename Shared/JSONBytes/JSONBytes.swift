@@ -86,6 +86,30 @@ public enum JSONBytes {
         return index
     }
 
+    /// The index of the first byte at or after `index` that a JSON string must escape (`"`, `\` or
+    /// a control character below 0x20), or `bytes.count`: what a writer copies as it is. Eight bytes
+    /// are tested at a time (every string a worker writes — ids, keys, tokens, names — is clean).
+    @inlinable
+    public static func unescapedEnd(_ bytes: UnsafeBufferPointer<UInt8>, from index: Int) -> Int {
+        var index = index
+        if let base = bytes.baseAddress {
+            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            while bytes.count - index >= 8 {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+                // Each term is non-zero when some byte is below 0x20, is `"` (0x22), or is `\` (0x5C).
+                let control = (word &- ones &* 0x20) & ~word & highs
+                let quote = ((word ^ (ones &* 0x22)) &- ones) & ~(word ^ (ones &* 0x22)) & highs
+                let backslash = ((word ^ (ones &* 0x5C)) &- ones) & ~(word ^ (ones &* 0x5C)) & highs
+                if control | quote | backslash != 0 { break }
+                index += 8
+            }
+        }
+        while index < bytes.count, bytes[index] >= 0x20, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") {
+            index += 1
+        }
+        return index
+    }
+
     /// The index of the first byte at or after `index` that is not a decimal digit.
     @inlinable
     public static func digitsEnd(_ bytes: UnsafeRawBufferPointer, from index: Int) -> Int {

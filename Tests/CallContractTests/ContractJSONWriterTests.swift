@@ -112,6 +112,25 @@ import Testing
         }
     }
 
+    /// Strings longer than the writer's eight-byte scan, with a byte JSON must escape (a control
+    /// character, `"`, `\\`) or one it must not (space, `!`, `#`, `[`, `]`, DEL, a two-byte
+    /// character) at every position: written as `JSONEncoder` writes them.
+    @Test func everyPositionOfALongStringIsEscapedAsTheContractEncoderDoes() throws {
+        let specials: [String] = ["\u{0}", "\u{1F}", "\n", "\"", "\\", " ", "!", "#", "[", "]", "\u{7F}", "é"]
+        for length in [7, 8, 9, 15, 16, 17, 40] {
+            for position in 0..<length {
+                for special in specials {
+                    var characters = Array(repeating: "a", count: length)
+                    characters[position] = special
+                    if position + 2 < length { characters[position + 2] = specials[(position + length) % specials.count] }
+                    let text = characters.joined()
+                    let payload = VoIPPayload(ring: FastJSONTests.typical, deviceKey: text, ackToken: "t")
+                    #expect(try payload.encoded() == ContractCoding.encode(payload), "\(length) \(position) \(text.debugDescription)")
+                }
+            }
+        }
+    }
+
     @Test func timestampsMatchTheFoundationFormatter() {
         var g = Generator(state: 99)
         for _ in 0..<5_000 {
