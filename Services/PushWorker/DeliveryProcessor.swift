@@ -463,13 +463,14 @@ public struct DeliveryProcessor: Sendable {
         var written: [(Int, DeliveryResult)] = []
         written.reserveCapacity(writes.count)
         var failed: [RunWrite] = []
-        for (position, write) in writes.enumerated() {
+        // By position, not copied out one by one: a write holds a status and an event.
+        for position in writes.indices {
             if position < results.count, case .success = results[position] {
-                metrics?.outcome(app: appLabel(write.status.app), platform: write.platform, state: write.status.state,
-                                 reason: write.status.error?.code ?? write.status.apns?.reason ?? write.status.fcm?.errorCode)
-                written.append((write.index, .finished(write.status.state)))
+                metrics?.outcome(app: appLabel(writes[position].status.app), platform: writes[position].platform,
+                                 state: writes[position].status.state, reason: Self.reason(of: writes[position].status))
+                written.append((writes[position].index, .finished(writes[position].status.state)))
             } else {
-                failed.append(write)
+                failed.append(writes[position])
             }
         }
         if !written.isEmpty {
@@ -550,6 +551,11 @@ public struct DeliveryProcessor: Sendable {
         var pushed: Bool
     }
 
+    /// An outcome's reason label in the metrics: its error code, else APNs' or FCM's reason.
+    private static func reason(of status: CallStatus) -> String? {
+        status.error?.code ?? status.apns?.reason ?? status.fcm?.errorCode
+    }
+
     /// Error code of a delivery not pushed because its app is suspended (`CredentialCircuit`).
     public static let suspendedCode = "app-suspended"
     /// DLQ error code of an event whose status could not be written (the status topic refused it).
@@ -623,8 +629,7 @@ public struct DeliveryProcessor: Sendable {
         case .handedBack:
             return .handedBack
         case .written:
-            metrics?.outcome(app: appLabel(status.app), platform: platform, state: status.state,
-                             reason: status.error?.code ?? status.apns?.reason ?? status.fcm?.errorCode)
+            metrics?.outcome(app: appLabel(status.app), platform: platform, state: status.state, reason: Self.reason(of: status))
         case .refused(let code):
             logger.critical("the status topic refused the outcome; the event goes to the DLQ instead", metadata: [
                 "call.id": "\(status.callId)", "call.state": "\(status.state.rawValue)", "kafka.partition": "\(event.partition)",

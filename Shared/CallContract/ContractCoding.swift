@@ -39,28 +39,27 @@ public enum ContractCoding {
             bytes.append(contentsOf: foundationFormat(millis).utf8)
             return
         }
-        func digits(_ value: Int64, _ count: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<count { divisor *= 10 }
-            while divisor > 0 {
-                bytes.append(UInt8(ascii: "0") + UInt8((value / divisor) % 10))
-                divisor /= 10
+        // `YYYY-MM-DDTHH:MM:SS.mmmZ`, 24 bytes, written in place and appended at once.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { text in
+            var end = 0
+            func put(_ value: Int64, digits count: Int, then separator: UInt8) {
+                var value = value
+                for position in stride(from: end + count - 1, through: end, by: -1) {
+                    text[position] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                text[end + count] = separator
+                end += count + 1
             }
+            put(year, digits: 4, then: UInt8(ascii: "-"))
+            put(month, digits: 2, then: UInt8(ascii: "-"))
+            put(day, digits: 2, then: UInt8(ascii: "T"))
+            put(msOfDay / 3_600_000, digits: 2, then: UInt8(ascii: ":"))
+            put(msOfDay / 60_000 % 60, digits: 2, then: UInt8(ascii: ":"))
+            put(msOfDay / 1000 % 60, digits: 2, then: UInt8(ascii: "."))
+            put(msOfDay % 1000, digits: 3, then: UInt8(ascii: "Z"))
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[0..<end]))
         }
-        digits(year, 4)
-        bytes.append(UInt8(ascii: "-"))
-        digits(month, 2)
-        bytes.append(UInt8(ascii: "-"))
-        digits(day, 2)
-        bytes.append(UInt8(ascii: "T"))
-        digits(msOfDay / 3_600_000, 2)
-        bytes.append(UInt8(ascii: ":"))
-        digits(msOfDay / 60_000 % 60, 2)
-        bytes.append(UInt8(ascii: ":"))
-        digits(msOfDay / 1000 % 60, 2)
-        bytes.append(UInt8(ascii: "."))
-        digits(msOfDay % 1000, 3)
-        bytes.append(UInt8(ascii: "Z"))
     }
 
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
