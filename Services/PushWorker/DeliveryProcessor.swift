@@ -758,8 +758,19 @@ public struct DeliveryProcessor: Sendable {
 /// CPU on every ring at a level where nothing is logged.
 struct DeliveryLog {
     let logger: Logger
-    let ring: RingRequest
+    /// The ring's fields its lines carry (not the whole ring: a delivery keeps it once).
+    let callId: String
+    let replay: Int
+    let app: String
     let deviceKey: String
+
+    init(logger: Logger, ring: RingRequest, deviceKey: String) {
+        self.logger = logger
+        self.callId = ring.callId
+        self.replay = ring.replay
+        self.app = ring.app
+        self.deviceKey = deviceKey
+    }
 
     func callAsFunction(_ level: Logger.Level, _ message: @autoclosure () -> Logger.Message,
                         metadata: @autoclosure () -> Logger.Metadata = [:]) {
@@ -768,10 +779,10 @@ struct DeliveryLog {
         // One metadata write, not four: a handler may re-render its metadata on every change (swift-log's
         // StreamLogHandler does).
         var all = keyed.handler.metadata
-        all["call.id"] = "\(ring.callId)"
+        all["call.id"] = "\(callId)"
         all["device.key"] = "\(deviceKey.prefix(12))"
-        all["call.replay"] = "\(ring.replay)"
-        all["app"] = "\(ring.app)"
+        all["call.replay"] = "\(replay)"
+        all["app"] = "\(app)"
         keyed.handler.metadata = all
         keyed.log(level: level, message(), metadata: metadata())
     }

@@ -101,7 +101,7 @@ public final class APNSClient: Service, Sendable {
         defer { endPush() }
         switch PushProgress.begin(push, on: self) {
         case .ended(let outcome): return outcome
-        case .ready(var progress): return await attempts(&progress)
+        case .ready(let progress): return await attempts(progress)
         }
     }
 
@@ -133,7 +133,11 @@ public final class APNSClient: Service, Sendable {
 
     /// One push on its way: what its attempts share (deadline, attempts made, what was renewed or retired
     /// once), and the rules that decide after each answer whether it ends or is tried again.
-    private struct PushProgress: Sendable {
+    ///
+    /// A class, handed from step to step (the first request, its callback on the event loop, a task
+    /// for further attempts) rather than copied with all it holds at each. One step at a time uses it,
+    /// and each hands over to the next through NIO or a new task, which order their memory.
+    private final class PushProgress: @unchecked Sendable {
         let push: APNSVoIPPush
         let app: AppEntry
         let pool: APNSConnectionPool
@@ -169,6 +173,16 @@ public final class APNSClient: Service, Sendable {
             return .ready(PushProgress(push: push, app: app, pool: pool, apnsID: apnsID, start: start, deadline: deadline))
         }
 
+        private init(push: APNSVoIPPush, app: AppEntry, pool: APNSConnectionPool, apnsID: String, start: ContinuousClock.Instant,
+                     deadline: NIODeadline) {
+            self.push = push
+            self.app = app
+            self.pool = pool
+            self.apnsID = apnsID
+            self.start = start
+            self.deadline = deadline
+        }
+
         enum Began {
             case ready(PushProgress)
             case ended(APNSOutcome)
@@ -179,7 +193,7 @@ public final class APNSClient: Service, Sendable {
         }
 
         /// Takes the provider token for the next attempt; the outcome when there is none.
-        mutating func takeToken() -> APNSOutcome? {
+        func takeToken() -> APNSOutcome? {
             guard let provider = app.tokenProvider else { return nil }
             do throws(APNSError) {
                 token = try provider.token()
@@ -190,13 +204,13 @@ public final class APNSClient: Service, Sendable {
         }
 
         /// The next attempt's request, on `lease`.
-        mutating func request(on client: APNSClient) -> HPACKHeaders {
+        func request(on client: APNSClient) -> HPACKHeaders {
             attempts += 1
             return client.makeHeaders(push, apnsID: apnsID, topic: app.topic, authority: pool.endpoint.authority, token: token)
         }
 
         /// Renews an expired provider token once per push (and once per token generation across pushes).
-        mutating func renewToken(logger: Logger) -> Bool {
+        func renewToken(logger: Logger) -> Bool {
             guard !renewedToken, let provider = app.tokenProvider, let token, NIODeadline.now() < deadline,
                   provider.reportExpired(generation: token.generation)
             else { return false }
@@ -206,7 +220,7 @@ public final class APNSClient: Service, Sendable {
         }
 
         /// After an attempt on `lease` ended with `result`: the push's outcome, or nil to try again.
-        mutating func outcome(of result: APNSStreamResult, on lease: APNSConnectionPool.Lease, logger: Logger) -> APNSOutcome? {
+        func outcome(of result: APNSStreamResult, on lease: APNSConnectionPool.Lease, logger: Logger) -> APNSOutcome? {
             pool.release(lease)
             switch result {
             case .response(let status, let responseID, let uniqueID, let body):
@@ -248,7 +262,7 @@ public final class APNSClient: Service, Sendable {
     }
 
     /// A push's attempts until it has an outcome, each waiting for a stream if none is free.
-    private func attempts(_ progress: inout PushProgress) async -> APNSOutcome {
+    private func attempts(_ progress: PushProgress) async -> APNSOutcome {
         while true {
             if let outcome = progress.takeToken() { return outcome }
             let lease: APNSConnectionPool.Lease
@@ -267,7 +281,7 @@ public final class APNSClient: Service, Sendable {
     /// ``send(_:)``'s attempts do. `then` gets its one outcome.
     private func firstAttempt(_ push: APNSVoIPPush, then: @escaping @Sendable (APNSOutcome) -> Void) {
         guard beginPush() else { return then(Self.shuttingDown(push)) }
-        var progress: PushProgress
+        let progress: PushProgress
         switch PushProgress.begin(push, on: self) {
         case .ended(let outcome):
             endPush()
@@ -288,8 +302,7 @@ public final class APNSClient: Service, Sendable {
             return inTask(progress, then: then)
         }
         let headers = progress.request(on: self)
-        lease.connection.submit(headers: headers, body: push.payload, deadline: progress.deadline) { [self, progress] result in
-            var progress = progress
+        lease.connection.submit(headers: headers, body: push.payload, deadline: progress.deadline) { [self] result in
             if let outcome = progress.outcome(of: result, on: lease, logger: logger) {
                 endPush()
                 then(outcome)
@@ -302,8 +315,7 @@ public final class APNSClient: Service, Sendable {
     /// The rest of a run's push, in a task of its own (between `beginPush` and `endPush`).
     private func inTask(_ progress: PushProgress, then: @escaping @Sendable (APNSOutcome) -> Void) {
         Task {
-            var progress = progress
-            let outcome = await attempts(&progress)
+            let outcome = await attempts(progress)
             endPush()
             then(outcome)
         }
