@@ -203,7 +203,7 @@ public final class APNSClient: Service, Sendable {
             }
         }
 
-        /// The next attempt's request, on `lease`.
+        /// The next attempt's header block (counted as an attempt).
         func request(on client: APNSClient) -> HPACKHeaders {
             attempts += 1
             return client.makeHeaders(push, apnsID: apnsID, topic: app.topic, authority: pool.endpoint.authority, token: token)
