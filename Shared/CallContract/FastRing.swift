@@ -103,30 +103,13 @@ extension FastJSON.Reader {
     /// seen, or nil when the object is not such an object or `read` returned false.
     private mutating func members(_ names: [StaticString], _ read: (inout Self, Int) -> Bool) -> UInt32? {
         guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
-        index += 1
         var seen: UInt32 = 0
-        if closesAtOnce(UInt8(ascii: "}")) { return seen }
-        while true {
-            skipSpace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = plainKey(),
-                  let member = names.firstIndex(where: { Self.equal(key, $0) }), seen & (1 << member) == 0
-            else { return nil }
+        let complete = eachMember { reader, key in
+            guard let member = names.firstIndex(where: { Self.equal(key, $0) }), seen & (1 << member) == 0 else { return false }
             seen |= 1 << member
-            skipSpace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
-            index += 1
-            skipSpace()
-            guard index < bytes.count, read(&self, member), let more = another(before: UInt8(ascii: "}")) else { return nil }
-            if !more { return seen }
+            return read(&reader, member)
         }
-    }
-
-    /// A key as ``plainString()`` reads it, as the bytes between its quotes.
-    private mutating func plainKey() -> UnsafeRawBufferPointer? {
-        index += 1
-        let start = index
-        guard plainBytes() else { return nil }
-        return UnsafeRawBufferPointer(rebasing: bytes[start..<index - 1])
+        return complete ? seen : nil
     }
 
     private static func equal(_ key: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
@@ -177,23 +160,13 @@ extension FastJSON.Reader {
         return string().flatMap(FastJSON.contractTimestamp)
     }
 
-    /// `attributes`: `null`, or an object of strings (keys as ``plainString()`` reads them), each key once.
+    /// `attributes`: `null`, or an object of strings (keys as ``FastJSON/Reader/eachMember(_:)`` takes them), each key once.
     private mutating func stringMap(_ map: inout [String: String]) -> Bool {
         if bytes[index] == UInt8(ascii: "n") { return literal("null", .null) != nil }
         guard bytes[index] == UInt8(ascii: "{") else { return false }
-        index += 1
-        if closesAtOnce(UInt8(ascii: "}")) { return true }
-        while true {
-            skipSpace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = plainString() else { return false }
-            skipSpace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
-            index += 1
-            skipSpace()
-            guard index < bytes.count, let value = stringValue(), map.updateValue(value, forKey: key) == nil,
-                  let more = another(before: UInt8(ascii: "}"))
-            else { return false }
-            if !more { return true }
+        return eachMember { reader, key in
+            guard let value = reader.stringValue() else { return false }
+            return map.updateValue(value, forKey: String(decoding: key, as: UTF8.self)) == nil
         }
     }
 }
