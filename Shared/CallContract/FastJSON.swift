@@ -420,7 +420,7 @@ extension FastJSON {
 }
 
 extension Device {
-    static let fastKeys: Set<String> = ["token", "environment", "id", "platform"]
+    static let fastKeys = Set(memberNames.map { "\($0)" })
 
     public init?(fast value: FastJSON.Value) {
         guard value.onlyKeys(Self.fastKeys), case .string(let token)? = value["token"],
@@ -432,7 +432,7 @@ extension Device {
 }
 
 extension Caller {
-    static let fastKeys: Set<String> = ["handle", "handleType", "displayName"]
+    static let fastKeys = Set(memberNames.map { "\($0)" })
 
     public init?(fast value: FastJSON.Value) {
         guard value.onlyKeys(Self.fastKeys), case .string(let handle)? = value["handle"],

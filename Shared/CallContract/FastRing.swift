@@ -33,11 +33,13 @@ extension RingRequest {
 }
 
 extension Device {
-    fileprivate static let memberNames: [StaticString] = ["token", "environment", "id", "platform"]
+    /// Its members, as the ring reader matches them (and ``fastKeys`` holds them for the value tree).
+    static let memberNames: [StaticString] = ["token", "environment", "id", "platform"]
 }
 
 extension Caller {
-    fileprivate static let memberNames: [StaticString] = ["handle", "handleType", "displayName"]
+    /// Its members, as the ring reader matches them (and ``fastKeys`` holds them for the value tree).
+    static let memberNames: [StaticString] = ["handle", "handleType", "displayName"]
 }
 
 extension FastJSON.Reader {
