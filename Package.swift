@@ -448,7 +448,7 @@ let package = Package(
             path: "Tests/DispatchTests"
         ),
         .testTarget(name: "KafkaTests", dependencies: ["Locking", "Kafka", "CallpushTestSupport"], path: "Tests/KafkaTests"),
-        .testTarget(name: "APNsTests", dependencies: ["Locking", "APNs", "APNsSimulator", "CallpushTestSupport"], path: "Tests/APNsTests"),
+        .testTarget(name: "APNsTests", dependencies: ["Locking", "APNs", "APNsSimulator", "CallpushTestSupport", .nioSSL], path: "Tests/APNsTests"),
         .testTarget(
             name: "HTTP2WireTests",
             dependencies: [

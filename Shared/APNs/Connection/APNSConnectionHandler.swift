@@ -219,14 +219,19 @@ final class APNSConnectionHandler: ChannelInboundHandler, NIOHTTP2FrameDelegate 
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        switch event {
-        case is NIOHTTP2StreamCreatedEvent:
+        // NIO sends a few events per request; each is matched by its type before any cast (a failed cast of
+        // `Any` cost more than the rest of this handler's work on the event).
+        switch ObjectIdentifier(type(of: event)) {
+        case ObjectIdentifier(NIOHTTP2StreamCreatedEvent.self):
             openStreams += 1
-        case let closedEvent as StreamClosedEvent:
+        case ObjectIdentifier(StreamClosedEvent.self):
+            guard let closedEvent = event as? StreamClosedEvent else { break }
             openStreams -= 1
             streamClosed(closedEvent.streamID, reason: closedEvent.reason)
-        case TLSUserEvent.handshakeCompleted(let negotiatedProtocol) where negotiatedProtocol != "h2":
-            closeConnection(APNSError(.tlsFailure, "server did not negotiate HTTP/2 via ALPN (got \(negotiatedProtocol ?? "none"))"))
+        case ObjectIdentifier(TLSUserEvent.self):
+            if case TLSUserEvent.handshakeCompleted(let negotiatedProtocol)? = event as? TLSUserEvent, negotiatedProtocol != "h2" {
+                closeConnection(APNSError(.tlsFailure, "server did not negotiate HTTP/2 via ALPN (got \(negotiatedProtocol ?? "none"))"))
+            }
         default:
             break
         }
