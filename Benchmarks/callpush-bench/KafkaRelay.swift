@@ -70,7 +70,7 @@ final class KafkaRelay: Service, Sendable {
 
     /// The worker's synchronous steps for one ring; its `sent` status.
     private func work(_ message: KafkaConsumerMessage) throws -> [UInt8] {
-        guard case .ring(let ring) = try CallRequest.decode(Data(message.value)) else { return status }
+        guard case .ring(let ring) = try CallRequest.decode(message.value) else { return status }
         let deviceKey = DeviceKey.make(token: ring.device.token)
         _ = dedupe.store(for: message.partition).insert(DeliveryKey(callId: ring.callId, deviceKey: deviceKey, replay: ring.replay),
                                                         ringDeadline: ring.ringDeadline)

@@ -51,7 +51,7 @@ struct StepsBenchmark: ParsableCommand {
         rings.reserveCapacity(events)
         try step("decode and validate the ring") {
             for document in documents {
-                guard case .ring(let ring) = try CallRequest.decode(Data(document)) else { throw ValidationError("not a ring") }
+                guard case .ring(let ring) = try CallRequest.decode(document) else { throw ValidationError("not a ring") }
                 rings.append(ring)
             }
         }

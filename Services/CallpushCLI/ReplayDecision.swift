@@ -46,7 +46,7 @@ enum ReplayDecision {
 
         let event: CallRequest
         do {
-            event = try CallRequest.decode(Data(record.value))
+            event = try CallRequest.decode(record.value)
         } catch {
             return .rejected(error.code.rawValue)
         }

@@ -151,7 +151,7 @@ public final class StatusViewReader: Service {
             if let started, streams > 0 { traceStreamed(status, message: message, streams: streams, started: started) }
         } else if message.topic == requestsTopic {
             if let ownOrigin, message.header(DispatchAPI.originHeader)?.value == ownOrigin { return }
-            guard case .ring(let ring)? = try? CallRequest.decode(Data(message.value)) else { return }
+            guard case .ring(let ring)? = try? CallRequest.decode(message.value) else { return }
             view.apply(rings: [ring], partition: message.partition)
         }
         metrics?.setViewCalls(view.count)

@@ -84,7 +84,8 @@ public struct DeliveryProcessor: Sendable {
     public enum Intake: Sendable {
         /// A cancel, already in effect; its marker status is still to be written.
         case cancel(CancelRequest)
-        case ring(RingRequest)
+        /// Boxed: an intake is copied as a run passes it on, and a box is one retain where a ring is one per string.
+        indirect case ring(RingRequest)
         case invalid(ContractError)
     }
 
@@ -97,7 +98,7 @@ public struct DeliveryProcessor: Sendable {
         defer { decoding?.end() }
         let request: CallRequest
         do {
-            request = try CallRequest.decode(Data(event.value))
+            request = try CallRequest.decode(event.value)
         } catch {
             decoding?.fail(error.code.rawValue)
             return .invalid(error)
@@ -173,13 +174,14 @@ public struct DeliveryProcessor: Sendable {
     // MARK: - Ring
 
     private func deliver(_ ring: RingRequest, event: InboundEvent) async -> DeliveryResult {
-        switch admit(ring, event: event) {
+        let at = now()
+        switch admit(ring, event: event, at: at) {
         case .duplicate(let status):
             return await finish(status, event: event, platform: ring.device.platform)
         case .done(let result):
             return await result()
         case .delivery(let delivery):
-            let action = delivery.machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
+            let action = delivery.machine.begin(now: at, callCancelled: cancels.isCancelled(ring))
             return await drive(delivery, from: action)
         }
     }
@@ -194,11 +196,11 @@ public struct DeliveryProcessor: Sendable {
         case done(@Sendable () async -> DeliveryResult)
     }
 
-    /// Dedupe, then the payload of a ring (synchronous).
-    private func admit(_ ring: RingRequest, event: InboundEvent) -> Admitted {
+    /// Dedupe, then the payload of a ring (synchronous), `at` being now.
+    private func admit(_ ring: RingRequest, event: InboundEvent, at: Date) -> Admitted {
         let deviceKey = DeviceKey.make(token: ring.device.token)
         let status = CallStatus(callId: ring.callId, deviceId: ring.device.id, deviceKey: deviceKey, app: ring.app,
-                                state: .expired, attempt: 0, replay: ring.replay, at: now(), worker: settings.workerID,
+                                state: .expired, attempt: 0, replay: ring.replay, at: at, worker: settings.workerID,
                                 tenant: ring.tenant)
         let log = DeliveryLog(logger: logger, ring: ring, deviceKey: deviceKey)
 
@@ -289,19 +291,20 @@ public struct DeliveryProcessor: Sendable {
         }
     }
 
-    /// The credential circuit's answer for the delivery's next push.
-    private func admitted(_ delivery: Delivery) -> DeliveryStateMachine.Action {
-        let at = now()
+    /// The credential circuit's answer for the delivery's next push (`at` being now).
+    private func admitted(_ delivery: Delivery, at: Date? = nil) -> DeliveryStateMachine.Action {
+        let at = at ?? now()
         return delivery.machine.admitted(credentials.admit(delivery.scope, now: at), now: at, taskCancelled: Task.isCancelled)
     }
 
-    /// What the delivery learns from an attempt's answer.
-    private func answered(_ delivery: Delivery, _ attempt: PushAttempt, latency: Duration) -> DeliveryStateMachine.Action {
-        metrics?.pushLatency(app: delivery.ring.app, platform: delivery.platform, latency)
+    /// What the delivery learns from an attempt's answer, received `at`.
+    private func answered(_ delivery: Delivery, _ attempt: PushAttempt, latency: Duration, at: Date,
+                          latencies: inout WorkerMetrics.PushLatencyBatch) -> DeliveryStateMachine.Action {
+        latencies.record(app: delivery.ring.app, platform: delivery.platform, latency, to: metrics)
         delivery.accepted = delivery.accepted || attempt.disposition == .sent
         recordCredentialEvidence(delivery.machine.credentialEvidence(of: attempt), scope: delivery.scope,
-                                 probe: delivery.machine.probing, reason: attempt.reason)
-        return delivery.machine.pushed(attempt, now: now(), callCancelled: cancels.isCancelled(delivery.ring))
+                                 probe: delivery.machine.probing, reason: attempt.reason, at: at)
+        return delivery.machine.pushed(attempt, now: at, callCancelled: cancels.isCancelled(delivery.ring))
     }
 
     /// Logs a delivery's outcome as it is about to be written.
@@ -334,6 +337,7 @@ public struct DeliveryProcessor: Sendable {
         let event = delivery.event
         let platform = delivery.platform
         var action = start
+        var latencies = WorkerMetrics.PushLatencyBatch()
         while true {
             switch action {
             case .admit:
@@ -343,7 +347,7 @@ public struct DeliveryProcessor: Sendable {
                 let sentAt = ContinuousClock.now
                 let attempt = await sender.send(delivery.push(deadline: deadline))
                 if let attemptSpan { DeliveryTrace.end(attemptSpan, with: attempt, platform: platform) }
-                action = answered(delivery, attempt, latency: ContinuousClock.now - sentAt)
+                action = answered(delivery, attempt, latency: ContinuousClock.now - sentAt, at: now(), latencies: &latencies)
             case .recordRetry(let retrying, let reason):
                 metrics?.retry(app: ring.app, platform: platform, reason: reason)
                 delivery.log(.info, "push will be retried", metadata: ["push.reason": "\(reason ?? "-")", "push.platform": "\(platform.rawValue)"])
@@ -384,20 +388,25 @@ public struct DeliveryProcessor: Sendable {
             var pushing: [(index: Int, delivery: Delivery)] = []
             var pushes: [VoIPPush] = []
             var writes: [RunWrite] = []
+            var configured: (app: String, platform: DevicePlatform)?  // the last ring's, known to have credentials
             for (index, (intake, event)) in items.enumerated() {
-                guard event.trace == nil, case .ring(let ring) = intake, settings.apps.contains(ring.app),
-                      (ring.device.platform == .ios ? settings.iosApps : settings.androidApps).contains(ring.app) else {
+                guard event.trace == nil, case .ring(let ring) = intake,
+                      configured.map({ $0.app == ring.app && $0.platform == ring.device.platform }) == true
+                        || (settings.apps.contains(ring.app)
+                            && (ring.device.platform == .ios ? settings.iosApps : settings.androidApps).contains(ring.app)) else {
                     alone.addTask { finished([(index, await self.process(intake, event: event))]) }
                     continue
                 }
-                switch admit(ring, event: event) {
+                configured = (ring.app, ring.device.platform)
+                let at = now()
+                switch admit(ring, event: event, at: at) {
                 case .duplicate(let status):
                     writes.append(RunWrite(index: index, status: status, event: event, platform: ring.device.platform, pushed: false))
                 case .done(let result):
                     alone.addTask { finished([(index, await result())]) }
                 case .delivery(let delivery):
-                    var action = delivery.machine.begin(now: now(), callCancelled: cancels.isCancelled(ring))
-                    if case .admit = action { action = admitted(delivery) }
+                    var action = delivery.machine.begin(now: at, callCancelled: cancels.isCancelled(ring))
+                    if case .admit = action { action = admitted(delivery, at: at) }
                     if case .push(let deadline) = action {
                         pushes.append(delivery.push(deadline: deadline))
                         pushing.append((index, delivery))
@@ -423,6 +432,7 @@ public struct DeliveryProcessor: Sendable {
             }
             var unanswered = [Bool](repeating: true, count: pushing.count)
             var left = pushing.count
+            var latencies = WorkerMetrics.PushLatencyBatch()
             while left > 0 {
                 var (wave, closed) = await inbox.take()
                 if closed {
@@ -432,12 +442,13 @@ public struct DeliveryProcessor: Sendable {
                     }
                 }
                 let latency = ContinuousClock.now - sentAt
+                let at = now()  // the wave's answers are taken together
                 var sent: [RunWrite] = []
                 for (position, attempt) in wave where position >= 0 && position < pushing.count && unanswered[position] {
                     unanswered[position] = false
                     left -= 1
                     let (index, delivery) = pushing[position]
-                    let action = answered(delivery, attempt, latency: attempt.latency ?? latency)
+                    let action = answered(delivery, attempt, latency: attempt.latency ?? latency, at: at, latencies: &latencies)
                     if case .finish(let outcome, deadLetter: false, let pushed) = action, outcome.state == .sent {
                         logOutcome(outcome, pushed: pushed, delivery)
                         sent.append(RunWrite(index: index, status: outcome, event: delivery.event, platform: delivery.platform, pushed: pushed))
@@ -463,16 +474,22 @@ public struct DeliveryProcessor: Sendable {
         var written: [(Int, DeliveryResult)] = []
         written.reserveCapacity(writes.count)
         var failed: [RunWrite] = []
+        var outcomes = WorkerMetrics.OutcomeBatch()
+        var app: (name: String?, label: String?)?  // the last app's label (a run's writes are mostly of one app)
         // By position, not copied out one by one: a write holds a status and an event.
         for position in writes.indices {
             if position < results.count, case .success = results[position] {
-                metrics?.outcome(app: appLabel(writes[position].status.app), platform: writes[position].platform,
-                                 state: writes[position].status.state, reason: Self.reason(of: writes[position].status))
+                if app == nil || app?.name != writes[position].status.app {
+                    app = (writes[position].status.app, appLabel(writes[position].status.app))
+                }
+                outcomes.add(app: app?.label, platform: writes[position].platform,
+                             state: writes[position].status.state, reason: Self.reason(of: writes[position].status), to: metrics)
                 written.append((writes[position].index, .finished(writes[position].status.state)))
             } else {
                 failed.append(writes[position])
             }
         }
+        outcomes.flush(to: metrics)
         if !written.isEmpty {
             health?.recordWrite(succeeded: true)
             finished(written)
@@ -563,8 +580,9 @@ public struct DeliveryProcessor: Sendable {
     /// The bytes of the original request kept when the whole does not fit the DLQ topic.
     static let truncatedBytes = 1_024
 
-    private func recordCredentialEvidence(_ evidence: CredentialCircuit.Evidence, scope: CredentialScope, probe: Bool, reason: String?) {
-        if let until = credentials.record(scope, evidence, probe: probe, now: now()) {
+    private func recordCredentialEvidence(_ evidence: CredentialCircuit.Evidence, scope: CredentialScope, probe: Bool, reason: String?,
+                                          at: Date) {
+        if let until = credentials.record(scope, evidence, probe: probe, now: at) {
             logger.error("\(scope.service) refused the app's credentials; its pushes are suspended with this credential (fix the key, certificate or service account, then replay the DLQ)",
                          metadata: ["app": "\(scope.app)", "push.platform": "\(scope.platform.rawValue)",
                                     "apns.environment": "\(scope.environment?.rawValue ?? "-")",

@@ -41,18 +41,21 @@ struct ExpiringSet<Key: Hashable & Sendable>: Sendable {
     /// already remembered.
     @discardableResult
     mutating func insert(_ key: Key, until date: Date) -> Bool {
-        if let existing = until[key] {
+        if until.count >= capacity, until[key] == nil {
+            while until.count >= capacity, let victim = popLive() {
+                until[victim.key] = nil
+                evicted += 1
+            }
+        }
+        // One lookup for the usual case, a new key; a known one gets its earlier expiry back unless this is later.
+        if let existing = until.updateValue(date, forKey: key) {
             if date > existing {
-                until[key] = date
                 push(Entry(until: date, key: key))
+            } else {
+                until[key] = existing
             }
             return false
         }
-        while until.count >= capacity, let victim = popLive() {
-            until[victim.key] = nil
-            evicted += 1
-        }
-        until[key] = date
         push(Entry(until: date, key: key))
         return true
     }

@@ -147,23 +147,41 @@ public final class PushWorkerService: Service, Sendable {
         var messages = consumer.messages.makeAsyncIterator()
         let runLimit = max(1, min(Self.runLimit, configuration.maxInFlight))
         while let batch = try await messages.nextBatch() {
-            // Partitions in the order they first appear; each one's messages in offset order.
-            var order: [Int32] = []
-            var byPartition: [Int32: [KafkaConsumerMessage]] = [:]
-            for message in batch {
-                if byPartition[message.partition] == nil { order.append(message.partition) }
-                byPartition[message.partition, default: []].append(message)
-            }
-            for partition in order {
-                let messages = byPartition[partition] ?? []
-                var from = 0
-                while from < messages.count {
-                    let to = min(from + runLimit, messages.count)
+            for messages in Self.byPartition(batch) {
+                var from = messages.startIndex
+                while from < messages.endIndex {
+                    let to = min(from + runLimit, messages.endIndex)
                     guard await begin(run: messages[from..<to]) else { return }
                     from = to
                 }
             }
         }
+    }
+
+    /// A batch's messages by partition: partitions in the order they first appear, each one's messages in
+    /// offset order. A batch usually holds each partition's messages together (as fetched); then they are
+    /// the batch's own slices, not copies.
+    static func byPartition(_ batch: [KafkaConsumerMessage]) -> [ArraySlice<KafkaConsumerMessage>] {
+        var slices: [ArraySlice<KafkaConsumerMessage>] = []
+        var seen: Set<Int32> = []
+        var start = batch.startIndex
+        for index in batch.indices where index == batch.endIndex - 1 || batch[index + 1].partition != batch[index].partition {
+            guard seen.insert(batch[index].partition).inserted else { return grouped(batch) }
+            slices.append(batch[start...index])
+            start = index + 1
+        }
+        return slices
+    }
+
+    /// `byPartition` for a batch in which a partition's messages are interleaved with another's.
+    private static func grouped(_ batch: [KafkaConsumerMessage]) -> [ArraySlice<KafkaConsumerMessage>] {
+        var order: [Int32] = []
+        var groups: [Int32: [KafkaConsumerMessage]] = [:]
+        for message in batch {
+            if groups[message.partition] == nil { order.append(message.partition) }
+            groups[message.partition, default: []].append(message)
+        }
+        return order.map { ArraySlice(groups[$0] ?? []) }
     }
 
     /// Begins a run of one partition's messages (consecutive, in offset order). False when the
@@ -172,16 +190,15 @@ public final class PushWorkerService: Service, Sendable {
     /// The run's deliveries share one task: it takes their in-flight slots at once (`maxInFlight`
     /// counts deliveries, not runs), then processes them together (`DeliveryProcessor.process(run:)`);
     /// each delivery's offset is stored, and its slots returned, as soon as its own outcome is durable.
-    private func begin(run slice: ArraySlice<KafkaConsumerMessage>) async -> Bool {
-        guard await backlog.acquire(count: slice.count) else { return false }
-        let messages = Array(slice)
+    private func begin(run messages: ArraySlice<KafkaConsumerMessage>) async -> Bool {
+        guard await backlog.acquire(count: messages.count) else { return false }
         let (events, work) = prepare(run: messages)
         await place(events, messages, work)
         return true
     }
 
     /// The run's events, their intake done, and the work of its task.
-    private func prepare(run messages: [KafkaConsumerMessage]) -> ([InboundEvent], @Sendable (DeliveryRun) async -> Void) {
+    private func prepare(run messages: ArraySlice<KafkaConsumerMessage>) -> ([InboundEvent], @Sendable (DeliveryRun) async -> Void) {
         let events = messages.map { InboundEvent($0, tracing: tracing) }
         // Cancels take effect here, in partition order, before any of these events or later ones
         // waits for anything; a cancel needs no in-flight slot (its marker is written by its run).
@@ -216,10 +233,10 @@ public final class PushWorkerService: Service, Sendable {
     }
 
     /// Starts a run's work at the coordinator, waiting for its partition's assignment if needed.
-    private func place(_ events: [InboundEvent], _ messages: [KafkaConsumerMessage],
+    private func place(_ events: [InboundEvent], _ messages: ArraySlice<KafkaConsumerMessage>,
                        _ work: @escaping @Sendable (DeliveryRun) async -> Void) async {
         while true {
-            switch coordinator.start(run: events, isCurrent: { consumer.isCurrent(messages[$0]) }, work) {
+            switch coordinator.start(run: events, isCurrent: { consumer.isCurrent(messages[messages.startIndex + $0]) }, work) {
             case .started(let begun):
                 backlog.release(count: events.count - begun.count)
             case .stale:

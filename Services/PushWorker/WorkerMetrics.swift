@@ -49,7 +49,7 @@ public final class WorkerMetrics: Sendable {
         return String(value.prefix(48))
     }
 
-    private struct OutcomeLabels: Hashable, Sendable {
+    fileprivate struct OutcomeLabels: Hashable, Sendable {
         var app: String?
         var platform: DevicePlatform?
         var state: CallStatus.State
@@ -65,14 +65,38 @@ public final class WorkerMetrics: Sendable {
     /// The platform as a label: `ios`, `android`, or `none` (an event too broken to have a device).
     static func platformLabel(_ platform: DevicePlatform?) -> String { platform?.rawValue ?? "none" }
 
-    /// A delivery ended (or an event was rejected) in `state`.
-    func outcome(app: String?, platform: DevicePlatform?, state: CallStatus.State, reason: String?) {
+    /// A delivery ended (or an event was rejected) in `state`; `count` deliveries with the same labels.
+    func outcome(app: String?, platform: DevicePlatform?, state: CallStatus.State, reason: String?, count: Int = 1) {
         outcomes.value(for: OutcomeLabels(app: app, platform: platform, state: state, reason: reason)) {
             registry.makeCounter(descriptor: Self.name("deliveries", "total", "Deliveries by final state, app, platform and reason."),
                                  labels: [("app", Self.clip(app)), ("platform", Self.platformLabel(platform)), ("state", state.rawValue),
                                           ("reason", Self.clip(reason))])
-        }.increment()
-        if state == .duplicate { dedupeHits.increment() }
+        }.increment(by: Int64(count))
+        if state == .duplicate { dedupeHits.increment(by: Int64(count)) }
+    }
+
+    /// The outcomes of a batch (a run's status writes), counted a run of equal labels at a time: one counter
+    /// lookup per run instead of one per outcome. Call `flush` at the end.
+    struct OutcomeBatch {
+        private var labels: OutcomeLabels?
+        private var count = 0
+
+        mutating func add(app: String?, platform: DevicePlatform?, state: CallStatus.State, reason: String?, to metrics: WorkerMetrics?) {
+            let next = OutcomeLabels(app: app, platform: platform, state: state, reason: reason)
+            if next == labels {
+                count += 1
+                return
+            }
+            flush(to: metrics)
+            (labels, count) = (next, 1)
+        }
+
+        mutating func flush(to metrics: WorkerMetrics?) {
+            if let labels, count > 0 {
+                metrics?.outcome(app: labels.app, platform: labels.platform, state: labels.state, reason: labels.reason, count: count)
+            }
+            (labels, count) = (nil, 0)
+        }
     }
 
     func retry(app: String, platform: DevicePlatform, reason: String?) {
@@ -88,13 +112,33 @@ public final class WorkerMetrics: Sendable {
     /// Time from sending a push to its service's answer: `apns_latency` for iPhones (as before
     /// Android devices existed), `fcm_latency` for Android phones.
     func pushLatency(app: String, platform: DevicePlatform, _ duration: Duration) {
+        pushLatencyHistogram(app: app, platform: platform).record(duration)
+    }
+
+    /// The push latencies of a wave of answers: the histogram is looked up once per run of answers of one app.
+    struct PushLatencyBatch {
+        private var last: (app: String, platform: DevicePlatform, histogram: DurationHistogram)?
+
+        mutating func record(app: String, platform: DevicePlatform, _ duration: Duration, to metrics: WorkerMetrics?) {
+            guard let metrics else { return }
+            if let last, last.app == app, last.platform == platform {
+                last.histogram.record(duration)
+                return
+            }
+            let histogram = metrics.pushLatencyHistogram(app: app, platform: platform)
+            last = (app, platform, histogram)
+            histogram.record(duration)
+        }
+    }
+
+    private func pushLatencyHistogram(app: String, platform: DevicePlatform) -> DurationHistogram {
         pushLatencies.value(for: LatencyLabels(app: app, platform: platform)) {
             let descriptor = switch platform {
             case .ios: Self.name("apns_latency", "seconds", "Time from sending a push to APNs' answer.")
             case .android: Self.name("fcm_latency", "seconds", "Time from sending an FCM message to FCM's answer (access token included).")
             }
             return registry.makeDurationHistogram(descriptor: descriptor, labels: [("app", Self.clip(app))], buckets: Self.latencyBuckets)
-        }.record(duration)
+        }
     }
 
     /// 1 while the app's pushes with one credential are held (suspended, or waiting for a probe)

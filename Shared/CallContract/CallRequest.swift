@@ -39,6 +39,13 @@ public enum CallRequest: Sendable, Hashable {
         return try ContractCoding.decode(CallRequest.self, from: data)
     }
 
+    /// ``decode(_:)-(Data)`` of an event's bytes as Kafka hands them over: read where they are, copied into
+    /// `Data` only for `JSONDecoder`.
+    public static func decode(_ bytes: [UInt8]) throws(ContractError) -> CallRequest {
+        if let ring = bytes.withUnsafeBytes({ RingRequest.fast(bytes: $0) }) { return .ring(ring) }
+        return try ContractCoding.decode(CallRequest.self, from: Data(bytes))
+    }
+
     /// The ring of a document in ``FastJSON``'s subset that passes every rule, or nil (then only
     /// the `JSONDecoder` path decides). Must agree with it: `FastJSONTests`, `EventDecoder` fuzz.
     static func fastRing(_ data: Data) -> RingRequest? {

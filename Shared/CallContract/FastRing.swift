@@ -13,14 +13,16 @@ import JSONBytes
 /// (`FastJSONTests`, the `EventDecoder` fuzz target).
 extension RingRequest {
     static func fast(_ data: Data) -> RingRequest? {
-        guard data.count <= ContractCoding.maxDocumentBytes else { return nil }
-        return data.withUnsafeBytes { bytes -> RingRequest? in
-            var reader = FastJSON.Reader(bytes: bytes)
-            reader.skipSpace()
-            guard let ring = reader.ring() else { return nil }
-            reader.skipSpace()
-            return reader.index == bytes.count ? ring : nil
-        }
+        data.withUnsafeBytes { fast(bytes: $0) }
+    }
+
+    static func fast(bytes: UnsafeRawBufferPointer) -> RingRequest? {
+        guard bytes.count <= ContractCoding.maxDocumentBytes else { return nil }
+        var reader = FastJSON.Reader(bytes: bytes)
+        reader.skipSpace()
+        guard let ring = reader.ring() else { return nil }
+        reader.skipSpace()
+        return reader.index == bytes.count ? ring : nil
     }
 
     /// The event's members, in the order of the bits ``FastJSON/Reader/members(_:_:)`` sets.

@@ -23,6 +23,23 @@ import Testing
         #expect(Self.slow(data) == .ring(fast))
     }
 
+    @Test func anEventsBytesDecodeAsTheSameDataDoes() throws {
+        let typical = Array(try CallRequest.ring(Self.typical).encoded())
+        #expect(try CallRequest.decode(typical) == .ring(Self.typical))
+        // Left to the decoder (a member it does not know) and refused by it: the same answer either way.
+        var withUnknown = String(decoding: typical, as: UTF8.self)
+        withUnknown.insert(contentsOf: #""extra":1,"#, at: withUnknown.index(after: withUnknown.startIndex))
+        #expect(CallRequest.fastRing(Data(withUnknown.utf8)) == nil)
+        func outcome(_ decode: () throws(ContractError) -> CallRequest) -> String {
+            do throws(ContractError) { return "\(try decode())" } catch { return "\(error.code) \(error.path)" }
+        }
+        for document in [withUnknown, "{not json", #"{"type":"cancel","callId":"c-1","requestedAt":"2026-11-27T06:00:00Z"}"#] {
+            let bytes = Array(document.utf8)
+            #expect(outcome { () throws(ContractError) in try CallRequest.decode(bytes) }
+                    == outcome { () throws(ContractError) in try CallRequest.decode(Data(bytes)) }, "\(document)")
+        }
+    }
+
     /// Generated rings (hostile strings, out-of-range numbers) and random mutations of their
     /// bytes: whenever the fast path returns a ring, the decoder returns the same one.
     @Test func whatTheFastPathAcceptsTheDecoderAcceptsAsEqual() throws {

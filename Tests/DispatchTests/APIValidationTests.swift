@@ -107,7 +107,7 @@ import Testing
             #expect(deliveries.map { $0["environment"] as? String } == ["sandbox", nil])
             #expect(deliveries.map { $0["platform"] as? String } == [nil, "android"])
             let rings = h.publisher.records.withLock { $0 }.compactMap { record -> RingRequest? in
-                guard case .ring(let ring)? = try? CallRequest.decode(Data(record.value)) else { return nil }
+                guard case .ring(let ring)? = try? CallRequest.decode(record.value) else { return nil }
                 return ring
             }
             #expect(rings.map(\.device.platform) == [.ios, .android])

@@ -32,7 +32,7 @@ import Testing
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(record.value)) as? [String: Any])
                 #expect(Set(object.keys) == ["type", "callId", "app", "device", "caller", "hasVideo", "requestedAt", "ringDeadline",
                                              "maxDurationSeconds", "attributes", "replay", "tenant"])
-                guard case .ring(let ring) = try CallRequest.decode(Data(record.value)) else {
+                guard case .ring(let ring) = try CallRequest.decode(record.value) else {
                     Issue.record("not a ring event")
                     continue
                 }

@@ -63,7 +63,7 @@ import Testing
             let id = CallID.make()
             #expect(try await h.post("/v1/calls", json(ringBody(callId: id)), headers: Self.authA).status == 202)
             #expect(try await TestHTTPClient.request(.DELETE, port: h.port, path: "/v1/calls/\(id)", headers: Self.authA).status == 202)
-            let events = try h.publisher.records.withLock { records in try records.map { try CallRequest.decode(Data($0.value)) } }
+            let events = try h.publisher.records.withLock { records in try records.map { try CallRequest.decode($0.value) } }
             #expect(events.count == 2)
             guard case .ring(let ring)? = events.first, case .cancel(let cancel)? = events.last else {
                 Issue.record("expected a ring then a cancel")

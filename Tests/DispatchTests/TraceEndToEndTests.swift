@@ -191,7 +191,7 @@ import Testing
             let cancelled = try await TestHTTPClient.request(.DELETE, port: h.port, path: "/v1/calls/\(callId)", headers: headers)
             #expect(cancelled.status == 202)
             let cancel = try #require(h.publisher.records.withLock { $0 }.last)
-            guard case .cancel? = try? CallRequest.decode(Data(cancel.value)) else {
+            guard case .cancel? = try? CallRequest.decode(cancel.value) else {
                 Issue.record("the DELETE published no cancel event")
                 return
             }

@@ -221,7 +221,7 @@ extension WorkerTestbed {
             // Replay (what `callpush replay` does with the DLQ record: the next generation, republished)
             // once the token works again: the phone rings.
             fcm.simulator.setFaults(FCMSimulatorFaults())
-            guard case .ring(var replayed) = try CallRequest.decode(Data(dlq[0].value)) else { Issue.record("not a ring"); return }
+            guard case .ring(var replayed) = try CallRequest.decode(dlq[0].value) else { Issue.record("not a ring"); return }
             #expect(replayed == ring, "the DLQ keeps the original event")
             replayed.replay += 1
             replayed.ringDeadline = ContractCoding.truncatedToMilliseconds(Date().addingTimeInterval(TestTiming.scaled(seconds: 30)))

@@ -26,6 +26,28 @@ import Testing
         #expect(!store.contains(key))
     }
 
+    @Test func aDuplicateKeepsTheLaterOfTheTwoExpiriesAndEvictsNothing() {
+        var store = DedupeStore(retention: .seconds(60), capacity: 2)
+        let key = DeliveryKey(callId: "c1", deviceKey: "d1", replay: 0)
+        let other = DeliveryKey(callId: "c2", deviceKey: "d1", replay: 0)
+        store.insert(key, ringDeadline: t0.addingTimeInterval(100))
+        store.insert(other, ringDeadline: t0)
+        // Full: a duplicate makes no room (nothing is evicted) and an earlier deadline does not shorten the memory.
+        do { let inserted = store.insert(key, ringDeadline: t0); #expect(!inserted) }
+        #expect(store.evictedEarly == 0)
+        #expect(store.count == 2)
+        store.expire(now: t0.addingTimeInterval(159))
+        #expect(store.contains(key))
+        #expect(!store.contains(other))
+        // A later deadline lengthens it.
+        do { let inserted = store.insert(key, ringDeadline: t0.addingTimeInterval(200)); #expect(!inserted) }
+        store.expire(now: t0.addingTimeInterval(161))
+        #expect(store.contains(key))
+        store.expire(now: t0.addingTimeInterval(261))
+        #expect(!store.contains(key))
+        #expect(store.count == 0)
+    }
+
     @Test func capacityBoundsMemoryDroppingSoonestDeadlinesFirst() {
         var store = DedupeStore(capacity: 100)
         for i in 0..<150 {

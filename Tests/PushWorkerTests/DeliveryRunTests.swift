@@ -360,4 +360,55 @@ struct DeliveryRunTests {
         #expect(limiter.abandonedCount == 0, "cancelled-after-grant requests are not remembered forever")
         #expect(limiter.inUse == 0)
     }
+
+    @Test("a run's outcomes and push latencies are each counted once in the metrics, by app, state and reason, however their labels alternate")
+    func aRunsOutcomesAreCountedOnceEachByTheirLabels() async throws {
+        let h = Harness()
+        let metrics = WorkerMetrics()
+        var processor = h.processor
+        processor.metrics = metrics
+        let rider = (0..<4).map { makeRing(token: String(repeating: "4\($0)", count: 32)) }
+        let taxi = makeRing(token: String(repeating: "5a", count: 32), app: "taxi")
+        h.sender.script(rider[2].device.token, [.unregistered])
+        let rings = [rider[0], taxi, rider[1], rider[0], taxi, rider[2], rider[3]]  // two duplicates; one failure
+        let events = try rings.enumerated().map { try event(.ring($1), offset: Int64($0)) }
+        await processor.process(run: events.map { (intake: processor.intake($0), event: $0) }) { _ in }
+
+        let lines = metrics.exposition().split(separator: "\n").map(String.init)
+            .filter { $0.hasPrefix("callpush_worker_deliveries_total{") || $0.hasPrefix("callpush_worker_dedupe_hits_total ")
+                || $0.hasPrefix("callpush_worker_apns_latency_seconds_count{") }
+        for line in [
+            #"callpush_worker_deliveries_total{app="rider",platform="ios",state="sent",reason="none"} 3"#,
+            #"callpush_worker_deliveries_total{app="rider",platform="ios",state="duplicate",reason="none"} 1"#,
+            #"callpush_worker_deliveries_total{app="rider",platform="ios",state="failed",reason="Unregistered"} 1"#,
+            #"callpush_worker_deliveries_total{app="taxi",platform="ios",state="sent",reason="none"} 1"#,
+            #"callpush_worker_deliveries_total{app="taxi",platform="ios",state="duplicate",reason="none"} 1"#,
+            #"callpush_worker_dedupe_hits_total 2"#,
+            #"callpush_worker_apns_latency_seconds_count{app="rider"} 4"#,
+            #"callpush_worker_apns_latency_seconds_count{app="taxi"} 1"#,
+        ] {
+            #expect(lines.contains(line), "\(line) in \(lines.sorted())")
+        }
+        #expect(lines.count == 8, "\(lines.sorted())")
+    }
+
+    @Test("in a run, a ring whose app has no credentials for its platform is rejected, also right after a ring of the same app on the other platform")
+    func aRunRejectsRingsOfAppsWithoutCredentialsForTheirPlatform() async throws {
+        let h = Harness()  // apps: rider (APNs and FCM), taxi (APNs only)
+        let rings = [
+            makeRing(token: String(repeating: "6a", count: 32)),
+            makeRing(token: String(repeating: "6b", count: 32), app: "taxi"),
+            makeAndroidRing(token: fcmToken(61), app: "taxi"),  // taxi has no FCM credentials
+            makeRing(token: String(repeating: "6c", count: 32), app: "bus"),  // not configured at all
+            makeRing(token: String(repeating: "6d", count: 32)),
+            makeAndroidRing(token: fcmToken(62)),
+        ]
+        let events = try rings.enumerated().map { try event(.ring($1), offset: Int64($0)) }
+        let reports = await run(h, events).all
+        #expect(reports.keys.sorted().map { reports[$0]?.map(\.result) ?? [] }
+                == [[.finished(.sent)], [.finished(.sent)], [.finished(.rejected)], [.finished(.rejected)], [.finished(.sent)],
+                    [.finished(.sent)]])
+        #expect(h.sender.sent.count == 4, "only the rings with credentials are pushed")
+        #expect(!h.sender.sent.contains { $0.push.deviceToken == rings[2].device.token || $0.push.deviceToken == rings[3].device.token })
+    }
 }

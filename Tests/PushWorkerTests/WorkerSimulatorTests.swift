@@ -39,7 +39,7 @@ import Testing
             try #require(dlq.count == 1)
             #expect(dlq[0].header(DeadLetterHeader.error)?.stringValue == "Unregistered")
             #expect(dlq[0].header(DeadLetterHeader.attempts)?.stringValue == "1")
-            #expect(try CallRequest.decode(Data(dlq[0].value)).callId == ring.callId)
+            #expect(try CallRequest.decode(dlq[0].value).callId == ring.callId)
             let failed = try #require(bed.log.value.withLock { $0.latest(ring.callId) })
             #expect(failed.apns?.status == 410)
             #expect(failed.error?.code == "Unregistered")
