@@ -44,6 +44,25 @@ import Testing
         #expect(actions.resume.first?.0 == 7)
     }
 
+    /// Like AsyncHTTPClient's HTTP/2 pool: streams go to the oldest ready connection until it is at its limit,
+    /// the next takes the overflow and stands by; a draining one is passed over.
+    @Test func streamsFillTheOldestReadyConnectionFirstAndOverflowToTheNext() {
+        var machine = Machine(targetConnections: 2, maxQueued: 100)
+        var actions = Machine.Actions()
+        _ = machine.lease(now: .now(), actions: &actions)
+        machine.connected(id: 1, connection: "c1", maxStreams: 3, actions: &actions)
+        machine.connected(id: 2, connection: "c2", maxStreams: 3, actions: &actions)
+        func lease() -> Int? { leaseID(machine.lease(now: .now(), actions: &actions)) }
+        #expect([lease(), lease(), lease()] == [1, 1, 1])
+        #expect([lease(), lease()] == [2, 2], "the overflow")
+        machine.release(connectionID: 1, actions: &actions)
+        #expect(lease() == 1, "a freed stream of the first is used before the second's last")
+        machine.answered(id: 1)
+        machine.draining(id: 1, error: APNSError(.connectFailed, "x"), now: .now(), backoff: { _ in .seconds(5) }, actions: &actions)
+        #expect(lease() == 2, "a draining connection takes no new stream")
+        guard case .wait = machine.lease(now: .now(), actions: &actions) else { Issue.record("both full or draining: wait"); return }
+    }
+
     @Test func queueIsBoundedAndWaitersTimeOut() {
         var machine = Machine(targetConnections: 1, maxQueued: 1)
         var actions = Machine.Actions()
