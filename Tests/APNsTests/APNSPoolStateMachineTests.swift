@@ -21,6 +21,16 @@ import Testing
         return (machine, actions)
     }
 
+    /// A pool of two connections (ids 1 and 2, `c1` and `c2`), both up with `maxStreams`, room for 10 waiters.
+    func twoConnectedPools(maxStreams: Int) -> (Machine, Machine.Actions) {
+        var machine = Machine(targetConnections: 2, maxQueued: 10)
+        var actions = Machine.Actions()
+        _ = machine.lease(now: .now(), actions: &actions)
+        machine.connected(id: 1, connection: "c1", maxStreams: maxStreams, actions: &actions)
+        machine.connected(id: 2, connection: "c2", maxStreams: maxStreams, actions: &actions)
+        return (machine, actions)
+    }
+
     @Test func opensTheConfiguredNumberOfConnectionsAndNeverExceedsMaxStreams() {
         var machine = Machine(targetConnections: 2, maxQueued: 100)
         var actions = Machine.Actions()
@@ -47,11 +57,7 @@ import Testing
     /// Like AsyncHTTPClient's HTTP/2 pool: streams go to the oldest ready connection until it is at its limit,
     /// the next takes the overflow and stands by; a draining one is passed over.
     @Test func streamsFillTheOldestReadyConnectionFirstAndOverflowToTheNext() {
-        var machine = Machine(targetConnections: 2, maxQueued: 100)
-        var actions = Machine.Actions()
-        _ = machine.lease(now: .now(), actions: &actions)
-        machine.connected(id: 1, connection: "c1", maxStreams: 3, actions: &actions)
-        machine.connected(id: 2, connection: "c2", maxStreams: 3, actions: &actions)
+        var (machine, actions) = twoConnectedPools(maxStreams: 3)
         func lease() -> Int? { leaseID(machine.lease(now: .now(), actions: &actions)) }
         #expect([lease(), lease(), lease()] == [1, 1, 1])
         #expect([lease(), lease()] == [2, 2], "the overflow")
@@ -165,11 +171,7 @@ import Testing
     }
 
     @Test func aConnectionClosedOrUnusedIsNotCountedAsAFailureAndAClosingOneIsNotLeased() {
-        var machine = Machine(targetConnections: 2, maxQueued: 10)
-        var actions = Machine.Actions()
-        _ = machine.lease(now: .now(), actions: &actions)
-        machine.connected(id: 1, connection: "c1", maxStreams: 10, actions: &actions)
-        machine.connected(id: 2, connection: "c2", maxStreams: 10, actions: &actions)
+        var (machine, actions) = twoConnectedPools(maxStreams: 10)
         // c2 was never leased: the server closing it is not a failed connect.
         actions = .init()
         machine.closed(id: 2, error: APNSError(.connectFailed, "closed"), now: .now(), backoff: { _ in .seconds(60) }, actions: &actions)
