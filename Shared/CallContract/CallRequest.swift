@@ -39,7 +39,7 @@ public enum CallRequest: Sendable, Hashable {
         return try ContractCoding.decode(CallRequest.self, from: data)
     }
 
-    /// ``decode(_:)-(Data)`` of an event's bytes as Kafka hands them over: read where they are, copied into
+    /// `decode(_:)` of an event's bytes as Kafka hands them over: read where they are, copied into
     /// `Data` only for `JSONDecoder`.
     public static func decode(_ bytes: [UInt8]) throws(ContractError) -> CallRequest {
         if let ring = bytes.withUnsafeBytes({ RingRequest.fast(bytes: $0) }) { return .ring(ring) }
