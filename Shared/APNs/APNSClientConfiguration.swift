@@ -7,8 +7,7 @@ public struct APNSClientConfiguration: Sendable {
     public var productionEndpoint: APNSEndpoint = .production
     /// Endpoint for sandbox device tokens (default `api.sandbox.push.apple.com:443`).
     public var sandboxEndpoint: APNSEndpoint = .sandbox
-    /// Connections per (environment, credential). Pushes fill the oldest ready one; the others take the overflow
-    /// and stand by. Default 2.
+    /// Connections per (environment, credential). Load is spread over them. Default 2.
     public var connectionsPerPool: Int = 2
     /// Upper bound on streams per connection even if the server allows more. Default 1000.
     public var maxStreamsPerConnection: Int = 1000

@@ -54,19 +54,18 @@ import Testing
         #expect(actions.resume.first?.0 == 7)
     }
 
-    /// Like AsyncHTTPClient's HTTP/2 pool: streams go to the oldest ready connection until it is at its limit,
-    /// the next takes the overflow and stands by; a draining one is passed over.
-    @Test func streamsFillTheOldestReadyConnectionFirstAndOverflowToTheNext() {
+    /// Load is spread over the connections (as Apple advises): each stream goes to the least-loaded ready one; a
+    /// draining one is passed over.
+    @Test func streamsGoToTheLeastLoadedReadyConnection() {
         var (machine, actions) = twoConnectedPools(maxStreams: 3)
         func lease() -> Int? { leaseID(machine.lease(now: .now(), actions: &actions)) }
-        #expect([lease(), lease(), lease()] == [1, 1, 1])
-        #expect([lease(), lease()] == [2, 2], "the overflow")
+        #expect([lease(), lease(), lease(), lease()] == [1, 2, 1, 2])
         machine.release(connectionID: 1, actions: &actions)
-        #expect(lease() == 1, "a freed stream of the first is used before the second's last")
+        #expect(lease() == 1, "the one with fewer streams in flight")
         machine.answered(id: 1)
         machine.draining(id: 1, error: APNSError(.connectFailed, "x"), now: .now(), backoff: { _ in .seconds(5) }, actions: &actions)
         #expect(lease() == 2, "a draining connection takes no new stream")
-        guard case .wait = machine.lease(now: .now(), actions: &actions) else { Issue.record("both full or draining: wait"); return }
+        guard case .wait = machine.lease(now: .now(), actions: &actions) else { Issue.record("full or draining: wait"); return }
     }
 
     @Test func queueIsBoundedAndWaitersTimeOut() {

@@ -62,8 +62,7 @@ struct APNSPoolStateMachine<Connection, Waiter> {
 
     var waiterCount: Int { waiters.count }
 
-    /// Fast path: a stream on the oldest ready connection with room (see `takeStream`), or `.wait` (with connects to
-    /// start).
+    /// Fast path: a stream on the least-loaded ready connection, or `.wait` (with connects to start).
     mutating func lease(now: NIODeadline, actions: inout Actions) -> LeaseDecision {
         if isShutdown { return .fail(APNSError(.shuttingDown, "the APNs client is shutting down")) }
         ensureConnections(now: now, actions: &actions)
@@ -204,14 +203,12 @@ struct APNSPoolStateMachine<Connection, Waiter> {
         entries.contains { $0.state != .draining }
     }
 
-    /// A stream on the oldest ready connection that has room: the others take the overflow and stand by,
-    /// connected, for when it goes away (AsyncHTTPClient's HTTP/2 pool does the same). Spread evenly instead,
-    /// two connections cost the worker 8 % more CPU per ring in a drain (28.8 against 26.5 µs, 2026-11-27): a
-    /// run's requests went out as two TLS writes, and NIO's per-connection stream tables (scanned linearly
-    /// below 200 streams) were searched at their longest.
     private mutating func takeStream() -> LeaseDecision? {
-        guard let best = entries.firstIndex(where: { $0.state == .ready && $0.inUse < $0.maxStreams }),
-              let connection = entries[best].connection else { return nil }
+        var best: Int?
+        for index in entries.indices where entries[index].state == .ready && entries[index].inUse < entries[index].maxStreams {
+            if best == nil || entries[index].inUse < entries[best!].inUse { best = index }
+        }
+        guard let best, let connection = entries[best].connection else { return nil }
         entries[best].inUse += 1
         entries[best].leased = true
         return .leased(connection, id: entries[best].id)
