@@ -475,14 +475,10 @@ public struct DeliveryProcessor: Sendable {
         written.reserveCapacity(writes.count)
         var failed: [RunWrite] = []
         var outcomes = WorkerMetrics.OutcomeBatch()
-        var app: (name: String?, label: String?)?  // the last app's label (a run's writes are mostly of one app)
         // By position, not copied out one by one: a write holds a status and an event.
         for position in writes.indices {
             if position < results.count, case .success = results[position] {
-                if app == nil || app?.name != writes[position].status.app {
-                    app = (writes[position].status.app, appLabel(writes[position].status.app))
-                }
-                outcomes.add(app: app?.label, platform: writes[position].platform,
+                outcomes.add(app: appLabel(writes[position].status.app), platform: writes[position].platform,
                              state: writes[position].status.state, reason: Self.reason(of: writes[position].status), to: metrics)
                 written.append((writes[position].index, .finished(writes[position].status.state)))
             } else {

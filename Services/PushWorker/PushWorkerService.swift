@@ -141,8 +141,8 @@ public final class PushWorkerService: Service, Sendable {
     /// runs stay short enough to pipeline: several are in flight at once within `maxInFlight`.
     static let runLimit = 256
 
-    /// Takes the consumer's messages a held batch at a time, and begins each partition's messages
-    /// in it (in offset order) as runs of at most `runLimit` deliveries.
+    /// Takes the consumer's messages a held batch at a time, and begins each partition's consecutive
+    /// messages in it (in offset order) as runs of at most `runLimit` deliveries.
     private func consume() async throws {
         var messages = consumer.messages.makeAsyncIterator()
         let runLimit = max(1, min(Self.runLimit, configuration.maxInFlight))
@@ -158,30 +158,17 @@ public final class PushWorkerService: Service, Sendable {
         }
     }
 
-    /// A batch's messages by partition: partitions in the order they first appear, each one's messages in
-    /// offset order. A batch usually holds each partition's messages together (as fetched); then they are
-    /// the batch's own slices, not copies.
+    /// A batch cut where the partition changes: each piece one partition's consecutive messages, in offset
+    /// order, a slice of the batch (not a copy). A partition met again later in the batch gets a later piece,
+    /// begun after the earlier one as the pieces of a long run are.
     static func byPartition(_ batch: [KafkaConsumerMessage]) -> [ArraySlice<KafkaConsumerMessage>] {
         var slices: [ArraySlice<KafkaConsumerMessage>] = []
-        var seen: Set<Int32> = []
         var start = batch.startIndex
         for index in batch.indices where index == batch.endIndex - 1 || batch[index + 1].partition != batch[index].partition {
-            guard seen.insert(batch[index].partition).inserted else { return grouped(batch) }
             slices.append(batch[start...index])
             start = index + 1
         }
         return slices
-    }
-
-    /// `byPartition` for a batch in which a partition's messages are interleaved with another's.
-    private static func grouped(_ batch: [KafkaConsumerMessage]) -> [ArraySlice<KafkaConsumerMessage>] {
-        var order: [Int32] = []
-        var groups: [Int32: [KafkaConsumerMessage]] = [:]
-        for message in batch {
-            if groups[message.partition] == nil { order.append(message.partition) }
-            groups[message.partition, default: []].append(message)
-        }
-        return order.map { ArraySlice(groups[$0] ?? []) }
     }
 
     /// Begins a run of one partition's messages (consecutive, in offset order). False when the
