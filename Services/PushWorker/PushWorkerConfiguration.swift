@@ -33,6 +33,9 @@ public struct PushWorkerConfiguration: Sendable {
     public var cancelCapacity = 200_000
     /// Bound on one dedupe rebuild. Default 20 s (below the consumer's assign bound).
     public var rebuildTimeout: Duration = .seconds(20)
+    /// How long an app's pushes with a credential its push service refused are held before one push probes it
+    /// again; doubled on each further refusal, up to 300 s (`CredentialCircuit`). Default 10 s.
+    public var credentialCoolDown: Duration = .seconds(10)
     public var retry = RetryPolicy()
     /// Longest wait for one APNs answer. Default 5 s.
     public var attemptTimeout: Duration = .seconds(5)

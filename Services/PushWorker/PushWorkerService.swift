@@ -80,7 +80,9 @@ public final class PushWorkerService: Service, Sendable {
             sender: sender,
             publisher: KafkaOutcomePublisher(producer: producer, statusTopic: configuration.statusTopic,
                                              deadLetterTopic: configuration.deadLetterTopic),
-            cancels: cancels, dedupe: dedupe, ackTokens: ackTokens, logger: logger, metrics: metrics, health: health)
+            cancels: cancels, dedupe: dedupe, ackTokens: ackTokens,
+            credentials: CredentialCircuit(initialCoolDown: configuration.credentialCoolDown),
+            logger: logger, metrics: metrics, health: health)
         self.limiter = InFlightLimiter(limit: configuration.maxInFlight)
         self.backlog = InFlightLimiter(limit: configuration.maxInFlight + max(100, configuration.maxInFlight))
         let consumer = try KafkaConsumer(

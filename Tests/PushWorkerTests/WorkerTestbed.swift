@@ -198,6 +198,9 @@ final class WorkerTestbed: Sendable {
         configuration.drainTimeout = TestTiming.scaled(.seconds(3))
         configuration.attemptTimeout = TestTiming.scaled(configuration.attemptTimeout)
         configuration.rebuildTimeout = TestTiming.scaled(.seconds(10))
+        // Suspensions outlast a test on a loaded machine: a refused credential's 10 s default once ran out
+        // before the next ring of the test was admitted, and that ring probed (and rang) instead of waiting.
+        configuration.credentialCoolDown = .seconds(300)
         configuration.retry = RetryPolicy(base: .milliseconds(20), cap: .milliseconds(200), maxAttempts: 1_000)
         var logger = self.logger
         logger[metadataKey: "worker"] = "\(id)"
