@@ -105,7 +105,7 @@ public final class InFlightLimiter: Sendable {
     }
 
     /// Requests waiting for slots.
-    var waiting: Int { state.withLock { $0.waiters.count } }
+    package var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Cancelled requests remembered until they join the queue (none once every request returned).
     var abandonedCount: Int { state.withLock { $0.abandoned.count } }

@@ -113,6 +113,23 @@ public final class PartitionCoordinator: Sendable {
         }
     }
 
+    /// Each partition's state in one line, for a test's failure message or a debugging session:
+    /// assignment generation, next offset to store, lowest unfinished and last begun offset,
+    /// begun-but-unfinished offsets, tasks in flight and waiting for slots, paused, revoking; and
+    /// the partitions whose assignment is being set up, with the messages waiting for it.
+    package var stateSummary: String {
+        state.withLock { state in
+            let partitions = state.partitions.sorted { $0.key < $1.key }.map { id, p in
+                "\(id):gen=\(p.generation) stored=\(p.tracker.committable.map(String.init) ?? "-") "
+                    + "lowest=\(p.tracker.lowestUnfinished.map(String.init) ?? "-") lastBegun=\(p.lastBegun.map(String.init) ?? "-") "
+                    + "unfinished=\(p.tracker.inFlight) inFlight=\(p.inFlight.count) waiting=\(p.waiting.count)"
+                    + (p.paused ? " paused" : "") + (p.revoking ? " revoking" : "")
+            }
+            let assigning = state.assigning.keys.sorted().map { "\($0)(waiting messages: \(state.settled[$0]?.count ?? 0))" }
+            return "partitions=[\(partitions.joined(separator: "; "))] assigning=[\(assigning.joined(separator: ","))]"
+        }
+    }
+
     // MARK: Rebalance
 
     /// New partitions: rebuild their dedupe state and cancel memory from the status topic, then

@@ -98,6 +98,14 @@ public final class PushWorkerService: Service, Sendable {
     /// Partitions this worker owns now.
     public var ownedPartitions: [Int32] { coordinator.owned }
 
+    /// The worker's state in a few lines, for a test's failure message or a debugging session:
+    /// in-flight and backlog slots (used / waiting requests), the coordinator's partitions and the
+    /// Kafka consumer's assignment and buffer.
+    package var stateSummary: String {
+        "slots: inFlight=\(limiter.inUse)/\(limiter.limit) waiting=\(limiter.waiting), backlog=\(backlog.inUse)/\(backlog.limit) waiting=\(backlog.waiting)\n"
+            + "coordinator: \(coordinator.stateSummary)\nconsumer: \(consumer.stateSummary)"
+    }
+
     public func run() async throws {
         logger.info("push-worker starting", metadata: ["worker.id": "\(configuration.workerID)", "kafka.group": "\(configuration.groupID)",
                                                        "kafka.group_instance_id": "\(configuration.groupInstanceID ?? "-")"])

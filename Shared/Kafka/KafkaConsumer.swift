@@ -255,3 +255,25 @@ extension KafkaConsumer {
     /// How many times the consumer paused fetching because its buffer was full (observability).
     public var backpressurePauseCount: Int { state.withLock { $0.backpressurePauses } }
 }
+
+extension KafkaConsumer {
+    /// The consumer's assignment and buffer state in one line, for a test's failure message or a
+    /// debugging session: assigned partitions (with the epoch each became valid), those held for
+    /// their assign handler, paused in librdkafka, paused by the application, delivering since their
+    /// assignment; back-pressure, buffered messages and waiting iterators.
+    package var stateSummary: String {
+        state.withLock { $0.summary }
+    }
+}
+
+extension ConsumerStateMachine {
+    var summary: String {
+        func names(_ partitions: some Sequence<KafkaTopicPartition>) -> String {
+            partitions.map { "\($0.partition)" }.sorted().joined(separator: ",")
+        }
+        let assignedText = assigned.sorted { $0.key.partition < $1.key.partition }.map { "\($0.key.partition)@\($0.value)" }
+        return "epoch=\(epoch) assigned=[\(assignedText.joined(separator: ","))] awaitingHandler=[\(names(awaitingAssignHandler.keys))] "
+            + "fetchPaused=[\(names(fetchPaused))] userPaused=[\(names(userPaused))] delivering=[\(names(delivering))] "
+            + "backpressure=\(backpressurePaused) buffered=\(bufferedCount) waiters=\(waiterCount) running=\(isRunning)"
+    }
+}

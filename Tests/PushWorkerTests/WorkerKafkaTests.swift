@@ -53,8 +53,13 @@ import Testing
             apns.simulator.setFaults(faults)
             let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 50)
             let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 50)
+            // The stop must take partitions away: the first worker to join may be given all of them
+            // until the other one's join is served.
+            #expect(try await eventually(seconds: 30, every: .milliseconds(50)) {
+                !a.service.ownedPartitions.isEmpty && !b.service.ownedPartitions.isEmpty
+            }, "both workers own partitions before the stop")
             let rings = (0..<1_500).map { i in makeRing(token: hexToken(i)) }
-            try await bed.produce(rings.map { .ring($0) })
+            let stored = try await bed.produce(rings.map { .ring($0) })
             _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 300 }, seconds: 90)
             a.task.cancel()  // abrupt: in-flight deliveries are not drained
             _ = await a.task.result
@@ -62,7 +67,8 @@ import Testing
             let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
             var missing = 0
             for ring in rings where statuses.terminal(ring.callId).isEmpty { missing += 1 }
-            #expect(missing == 0, "every call reaches a terminal status")
+            let unfinished = missing == 0 ? "" : await bed.describeUnfinished(rings, stored: stored, in: statuses, workers: [b], apns: apns)
+            #expect(missing == 0, "every call reaches a terminal status; \(unfinished)")
             let pushes = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
             #expect(pushes.count == rings.count)
             let duplicates = pushes.values.reduce(0) { $0 + $1 - 1 }

@@ -217,14 +217,44 @@ final class WorkerTestbed: Sendable {
         for worker in workers { _ = await worker.task.result }
     }
 
-    func produce(_ requests: [CallRequest]) async throws {
+    /// Produces `requests` to the requests topic; returns where each was stored, in order.
+    @discardableResult
+    func produce(_ requests: [CallRequest]) async throws -> [KafkaDeliveryReport] {
+        var reports: [KafkaDeliveryReport] = []
         for chunk in stride(from: 0, to: requests.count, by: 2_000) {
             let records = try requests[chunk..<min(chunk + 2_000, requests.count)].map { request in
                 KafkaProducerRecord(topic: topics.requests, key: Array(request.callId.utf8), value: Array(try request.encoded()))
             }
             let results = try await producer.send(records)
-            for result in results { _ = try result.get() }
+            for result in results { reports.append(try result.get()) }
         }
+        return reports
+    }
+
+    /// For a failure message: the calls of `rings` with no terminal status, per partition (how many,
+    /// lowest and highest offset, the statuses of the first few and how often the simulator got
+    /// them), the group's committed offsets, and each running worker's state.
+    func describeUnfinished(_ rings: [RingRequest], stored reports: [KafkaDeliveryReport], in statuses: StatusLog,
+                            workers: [RunningWorker], apns: SimulatorHarness) async -> String {
+        var missing: [Int32: [(offset: Int64, ring: RingRequest)]] = [:]
+        for (ring, report) in zip(rings, reports) where statuses.terminal(ring.callId).isEmpty {
+            missing[report.partition, default: []].append((report.offset, ring))
+        }
+        let described = missing.sorted { $0.key < $1.key }.map { partition, calls in
+            let offsets = calls.map(\.offset)
+            let first = calls.prefix(3).map { "@\($0.offset) \(statuses.states($0.ring.callId)) pushed \(apns.pushes(for: $0.ring.device.token).count)x" }
+            return "partition \(partition): \(calls.count) calls, offsets \(offsets.min() ?? -1)...\(offsets.max() ?? -1) (\(first.joined(separator: ", ")))"
+        }
+        var committed = "-"
+        if let consumer = workers.first?.service.consumer,
+           let offsets = try? await consumer.committedOffsets((0..<self.partitions).map {
+               KafkaTopicPartition(topic: topics.requests, partition: Int32($0))
+           }, timeout: .seconds(5)) {
+            committed = offsets.sorted { $0.key.partition < $1.key.partition }.map { "\($0.key.partition)=\($0.value.map(String.init) ?? "none")" }
+                .joined(separator: ",")
+        }
+        let states = workers.map { "\($0.service.configuration.workerID):\n\($0.service.stateSummary)" }
+        return "unfinished: " + described.joined(separator: "; ") + "\ncommitted: \(committed)\n" + states.joined(separator: "\n")
     }
 
     func produceRaw(key: String?, value: String) async throws {

@@ -274,6 +274,9 @@ struct ConsumerStateMachine {
         }
     }
 
+    /// Iterators waiting for a batch.
+    var waiterCount: Int { waiters.count }
+
     mutating func addWaiter(_ waiter: Waiter, id: Int) {
         waiters.append((id, waiter))
     }
