@@ -80,6 +80,40 @@ import Testing
         }
     }
 
+    /// A worker killed while the group rebalances for its join (the running worker has given up its
+    /// partitions, the new one owns none yet): the running worker ends with every partition and
+    /// every call ends. On the embedded cluster the departed member is still given partitions until
+    /// its session times out (6 s here), so the survivor gets them in two steps; a real cluster
+    /// drops a member that left at once.
+    @Test func aWorkerStoppedWhileTheGroupRebalancesLosesNoCall() async throws {
+        try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
+            // ~250 rings/s: most of the backlog is still to do (buffered, in flight or not yet fetched)
+            // when the rebalance comes.
+            var faults = APNSSimulatorFaults()
+            faults.latency = .fixed(milliseconds: 200)
+            apns.simulator.setFaults(faults)
+            let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 50)
+            let rings = (0..<1_500).map { i in makeRing(token: hexToken(i)) }
+            let stored = try await bed.produce(rings.map { .ring($0) })
+            _ = try await bed.collectStatuses(until: { $0.terminalCalls >= 100 }, seconds: 90)
+            #expect(b.service.ownedPartitions.count == 6)
+            let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 50)
+            let rebalancing = try await eventually(seconds: 30, every: .milliseconds(2)) { b.service.ownedPartitions.isEmpty }
+            #expect(rebalancing, "the running worker gives up its partitions when the new one joins")
+            a.task.cancel()
+            _ = await a.task.result
+
+            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 120)
+            var missing = 0
+            for ring in rings where statuses.terminal(ring.callId).isEmpty { missing += 1 }
+            let unfinished = missing == 0 ? "" : await bed.describeUnfinished(rings, stored: stored, in: statuses, workers: [b], apns: apns)
+            #expect(missing == 0, "every call reaches a terminal status; \(unfinished)")
+            #expect(Set(apns.simulator.pushes().map(\.deviceToken)).count == rings.count, "every call was pushed")
+            #expect(b.service.ownedPartitions.count == 6)
+            await bed.stop([b])
+        }
+    }
+
     @Test func aPartitionMovingToAnotherWorkerDoesNotRepushSentCalls() async throws {
         try await WorkerTestbed.withSimulator(partitions: 3) { apns, bed in
             let a = try bed.startWorker("worker-a", sender: apns.sender)
