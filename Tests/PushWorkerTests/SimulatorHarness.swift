@@ -34,6 +34,13 @@ struct SimulatorHarness {
         await simulator.stop()
     }
 
+    /// Every answer comes `milliseconds` after its request (no other fault).
+    func answer(after milliseconds: Double) {
+        var faults = APNSSimulatorFaults()
+        faults.latency = .fixed(milliseconds: milliseconds)
+        simulator.setFaults(faults)
+    }
+
     /// Accepted pushes for `token`.
     func pushes(for token: String) -> [RecordedPush] {
         simulator.pushes().filter { $0.deviceToken == token }

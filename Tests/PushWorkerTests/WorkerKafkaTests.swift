@@ -48,9 +48,7 @@ import Testing
 
     @Test func aWorkerStoppedAbruptlyLosesNoCall() async throws {
         try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
-            var faults = APNSSimulatorFaults()
-            faults.latency = .fixed(milliseconds: 20)
-            apns.simulator.setFaults(faults)
+            apns.answer(after: 20)
             let a = try bed.startWorker("worker-a", sender: apns.sender, maxInFlight: 50)
             let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 50)
             // The stop must take partitions away: the first worker to join may be given all of them
@@ -64,11 +62,7 @@ import Testing
             a.task.cancel()  // abrupt: in-flight deliveries are not drained
             _ = await a.task.result
 
-            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 180)
-            var missing = 0
-            for ring in rings where statuses.terminal(ring.callId).isEmpty { missing += 1 }
-            let unfinished = missing == 0 ? "" : await bed.describeUnfinished(rings, stored: stored, in: statuses, workers: [b], apns: apns)
-            #expect(missing == 0, "every call reaches a terminal status; \(unfinished)")
+            try await bed.expectEveryCallEnds(rings, stored: stored, seconds: 180, survivors: [b], apns: apns)
             let pushes = Dictionary(grouping: apns.simulator.pushes(), by: \.deviceToken).mapValues(\.count)
             #expect(pushes.count == rings.count)
             let duplicates = pushes.values.reduce(0) { $0 + $1 - 1 }
@@ -89,9 +83,7 @@ import Testing
         try await WorkerTestbed.withSimulator(partitions: 6) { apns, bed in
             // ~250 rings/s: most of the backlog is still to do (buffered, in flight or not yet fetched)
             // when the rebalance comes.
-            var faults = APNSSimulatorFaults()
-            faults.latency = .fixed(milliseconds: 200)
-            apns.simulator.setFaults(faults)
+            apns.answer(after: 200)
             let b = try bed.startWorker("worker-b", sender: apns.sender, maxInFlight: 50)
             let rings = (0..<1_500).map { i in makeRing(token: hexToken(i)) }
             let stored = try await bed.produce(rings.map { .ring($0) })
@@ -103,11 +95,7 @@ import Testing
             a.task.cancel()
             _ = await a.task.result
 
-            let statuses = try await bed.collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: 120)
-            var missing = 0
-            for ring in rings where statuses.terminal(ring.callId).isEmpty { missing += 1 }
-            let unfinished = missing == 0 ? "" : await bed.describeUnfinished(rings, stored: stored, in: statuses, workers: [b], apns: apns)
-            #expect(missing == 0, "every call reaches a terminal status; \(unfinished)")
+            try await bed.expectEveryCallEnds(rings, stored: stored, seconds: 120, survivors: [b], apns: apns)
             #expect(Set(apns.simulator.pushes().map(\.deviceToken)).count == rings.count, "every call was pushed")
             #expect(b.service.ownedPartitions.count == 6)
             await bed.stop([b])

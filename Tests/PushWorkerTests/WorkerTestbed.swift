@@ -231,6 +231,20 @@ final class WorkerTestbed: Sendable {
         return reports
     }
 
+    /// Waits (bounded) until every call of `rings` has a terminal status; if one has none, records a
+    /// failure that names what is unfinished (`describeUnfinished`). Returns the status log.
+    @discardableResult
+    func expectEveryCallEnds(_ rings: [RingRequest], stored: [KafkaDeliveryReport], seconds: Double, survivors: [RunningWorker],
+                             apns: SimulatorHarness, sourceLocation: SourceLocation = #_sourceLocation) async throws -> StatusLog {
+        let statuses = try await collectStatuses(until: { $0.terminalCalls >= rings.count }, seconds: seconds)
+        let missing = rings.count { statuses.terminal($0.callId).isEmpty }
+        if missing > 0 {
+            let unfinished = await describeUnfinished(rings, stored: stored, in: statuses, workers: survivors, apns: apns)
+            Issue.record("\(missing) calls without a terminal status; \(unfinished)", sourceLocation: sourceLocation)
+        }
+        return statuses
+    }
+
     /// For a failure message: the calls of `rings` with no terminal status, per partition (how many,
     /// lowest and highest offset, the statuses of the first few and how often the simulator got
     /// them), the group's committed offsets, and each running worker's state.
