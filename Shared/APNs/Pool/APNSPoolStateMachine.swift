@@ -206,7 +206,7 @@ struct APNSPoolStateMachine<Connection, Waiter> {
     private mutating func takeStream() -> LeaseDecision? {
         var best: Int?
         for index in entries.indices where entries[index].state == .ready && entries[index].inUse < entries[index].maxStreams {
-            if best == nil || entries[index].inUse < entries[best!].inUse { best = index }
+            if best.map({ entries[index].inUse < entries[$0].inUse }) ?? true { best = index }
         }
         guard let best, let connection = entries[best].connection else { return nil }
         entries[best].inUse += 1
