@@ -239,7 +239,7 @@ let package = Package(
         .target(
             name: "PushWorker",
             dependencies: ["Locking",
-                "CallContract", "CallpushCore", "Kafka", "APNs", "FCM", "CallTracing",
+                "CallContract", "CallpushCore", "Kafka", "APNs", "FCM", "CallTracing", "PushClientSupport",
                 .nioCore,
                 .nioPosix,
                 .tracing,

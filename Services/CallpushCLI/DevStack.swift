@@ -129,9 +129,11 @@ public struct DevStack: Sendable {
             configuration.sessionTimeout = .seconds(10)
             configuration.heartbeatInterval = .seconds(1)
             let sender = PlatformPushSender(apns: APNSPushSender(client: client), fcm: FCMPushSender(client: fcmClient))
+            // Where the push-worker program runs its work: on the loops of the push connections (here NIO's shared group).
             workers.append(try PushWorkerService(configuration: configuration, sender: sender,
                                                  apps: [options.app], androidApps: [options.app], ackTokens: ackTokens, logger: logger,
-                                                 tracing: backends.last?.tracing ?? .off))
+                                                 tracing: backends.last?.tracing ?? .off,
+                                                 executors: PushWorkerApp.taskExecutors(on: .singleton)))
         }
 
         let apiKey = "cpdev_" + randomHex(bytes: 24)

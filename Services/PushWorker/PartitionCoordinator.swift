@@ -67,16 +67,22 @@ public final class PartitionCoordinator: Sendable {
     private let storeOffset: @Sendable (Int32, Int64) throws -> Void
     /// Pauses (true) or resumes (false) fetching a partition.
     private let pause: @Sendable (Int32, Bool) -> Void
+    /// Where runs' tasks run: a partition's on `executors[partition % count]`; none: the global executor.
+    private let executors: [any TaskExecutor]
 
     /// - Parameters:
     ///   - storeOffset: stores a partition's next offset to commit; called under the coordinator's lock,
     ///     right when a delivery's outcome is durable.
     ///   - pause: pauses (true) or resumes (false) fetching a partition; called outside the lock.
+    ///   - executors: the task executors runs prefer, a partition's always the same one
+    ///     (``PushWorkerService``'s `executors`); empty: Swift's global executor.
     public init(dedupe: PartitionDedupe, history: (any StatusHistoryRebuilding)?, drainTimeout: Duration,
                 storeOffset: @escaping @Sendable (Int32, Int64) throws -> Void, pause: @escaping @Sendable (Int32, Bool) -> Void,
                 leftoverBound: Duration = .seconds(20), cancels: CancelSignals? = nil, cancelMemory: Duration = .seconds(600),
-                pauseAfter: Int = 20_000, health: WorkerHealth? = nil, metrics: WorkerMetrics? = nil, logger: Logger) {
+                pauseAfter: Int = 20_000, health: WorkerHealth? = nil, metrics: WorkerMetrics? = nil,
+                executors: [any TaskExecutor] = [], logger: Logger) {
         self.storeOffset = storeOffset
+        self.executors = executors
         self.pause = pause
         self.dedupe = dedupe
         self.history = history
@@ -88,6 +94,11 @@ public final class PartitionCoordinator: Sendable {
         self.health = health
         self.metrics = metrics
         self.logger = logger
+    }
+
+    /// The executor a partition's runs prefer (nil: the global one).
+    func executor(for partition: Int32) -> (any TaskExecutor)? {
+        executors.isEmpty ? nil : executors[Int(partition.magnitude) % executors.count]
     }
 
     /// Partitions owned now.
@@ -348,7 +359,7 @@ public final class PartitionCoordinator: Sendable {
             guard let last = tickets.last else { return (.stale, false) }
             partition.lastBegun = last.offset
             let run = DeliveryRun(tickets: tickets, indices: begun, coordinator: self)
-            let task = Task {
+            let task = Task(executorPreference: executor(for: partitionID)) {
                 await work(run)
                 run.handBackUnfinished()
             }

@@ -5,6 +5,7 @@ import FCM
 import Logging
 import NIOCore
 import NIOPosix
+import PushClientSupport
 import ServiceLifecycle
 
 /// Builds a push-worker process from its configuration: the services in start order (shutdown
@@ -19,10 +20,12 @@ public enum PushWorkerApp {
         do {
             let (apns, fcm) = try clients(environment, on: loops, logger: logger)
             let sender = PlatformPushSender(apns: apns.map(APNSPushSender.init(client:)), fcm: fcm.map(FCMPushSender.init(client:)))
+            // The worker's runs go on the same loops: a run's pushes and answers then stay on its thread.
             let worker = try PushWorkerService(
                 configuration: environment.worker, sender: sender,
                 apps: Set(environment.apps.keys.map(\.rawValue)), androidApps: Set(environment.fcmApps.keys.map(\.rawValue)),
-                ackTokens: try AckTokenSigner(secret: environment.ackSecret), logger: logger, tracing: tracing)
+                ackTokens: try AckTokenSigner(secret: environment.ackSecret), logger: logger, tracing: tracing,
+                executors: taskExecutors(on: loops))
             let http = WorkerHTTPServer.make(worker: worker, host: environment.httpHost, port: environment.httpPort, logger: logger)
             var services: [any Service] = [EventLoopGroupService(loops)]
             if let apns { services.append(apns) }
@@ -36,6 +39,11 @@ public enum PushWorkerApp {
 }
 
 extension PushWorkerApp {
+    /// A task executor on each loop of `loops`, in the group's order.
+    public static func taskExecutors(on loops: MultiThreadedEventLoopGroup) -> [any TaskExecutor] {
+        loops.makeIterator().map { EventLoopTaskExecutor($0) }
+    }
+
     /// A client per platform the apps file has credentials for (an app may have either or both),
     /// their connections on `loops`.
     static func clients(_ environment: WorkerEnvironment, on loops: any EventLoopGroup,

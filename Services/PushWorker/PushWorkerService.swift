@@ -20,6 +20,8 @@ public final class PushWorkerService: Service, Sendable {
     let producer: KafkaProducer
     let coordinator: PartitionCoordinator
     let processor: DeliveryProcessor
+    /// Where the consume loop (the first) and the partitions' runs run (see `init`).
+    let executors: [any TaskExecutor]
     /// Deliveries pushing or writing at once (`maxInFlight`).
     let limiter: InFlightLimiter
     /// Events read and not finished: deliveries in flight plus those waiting for a slot, and
@@ -40,10 +42,17 @@ public final class PushWorkerService: Service, Sendable {
     ///   - sender: pushes each ring through its platform's service (``PlatformPushSender``).
     ///   - apps: apps with APNs credentials.
     ///   - androidApps: apps with FCM credentials.
+    ///   - executors: where the worker's work runs — the consume loop (decoding) on the first, each
+    ///     partition's runs (admission, payloads, pushes, answers, statuses) always on the same one. Give
+    ///     it the push connections' event loops (``EventLoopTaskExecutor``, as `PushWorkerApp` does): a
+    ///     run's pushes are then written, and their answers taken, on the thread that already runs it,
+    ///     with no hop between threads (docs/benchmarks.md, "Where the worker runs"). Empty: Swift's
+    ///     global executor.
     public init(configuration: PushWorkerConfiguration, sender: any VoIPPushSending, apps: Set<String>,
                 androidApps: Set<String> = [], ackTokens: AckTokenSigner, logger: Logger, metrics: WorkerMetrics = WorkerMetrics(),
-                history: (any StatusHistoryRebuilding)? = nil, tracing: CallTracing = .off) throws {
+                history: (any StatusHistoryRebuilding)? = nil, tracing: CallTracing = .off, executors: [any TaskExecutor] = []) throws {
         self.configuration = configuration
+        self.executors = executors
         self.tracing = tracing
         self.logger = logger
         self.metrics = metrics
@@ -69,7 +78,7 @@ public final class PushWorkerService: Service, Sendable {
             pause: { partition, paused in pauseRequests.yield((partition, paused)) },
             leftoverBound: configuration.leftoverBound,
             cancels: cancels, cancelMemory: configuration.dedupeWindow,
-            pauseAfter: configuration.pauseAfterUnstored, health: health, metrics: metrics, logger: logger)
+            pauseAfter: configuration.pauseAfterUnstored, health: health, metrics: metrics, executors: executors, logger: logger)
         self.coordinator = coordinator
         var settings = DeliveryProcessor.Settings(workerID: configuration.workerID, apps: apps, androidApps: androidApps,
                                                   retry: configuration.retry,
@@ -123,7 +132,9 @@ public final class PushWorkerService: Service, Sendable {
             group.addTask { await self.maintain() }
             group.addTask { await self.applyPauses() }
             do {
-                try await cancelWhenGracefulShutdown { try await self.consume() }
+                try await cancelWhenGracefulShutdown {
+                    try await withTaskExecutorPreference(self.executors.first) { try await self.consume() }
+                }
             } catch is CancellationError {
                 // Graceful shutdown (or cancellation) ended consumption.
             } catch {

@@ -23,7 +23,7 @@ import Kafka
 /// | `CALLPUSH_FCM_ENDPOINT` | `https://fcm.googleapis.com` | FCM HTTP v1 base URL |
 /// | `CALLPUSH_FCM_CA_FILE` | — | extra CA to trust for FCM and its token endpoint (e.g. the simulator's); verification stays on |
 /// | `CALLPUSH_FCM_CONNECTIONS` | 2 | HTTP/2 connections to FCM |
-/// | `CALLPUSH_PUSH_EVENT_LOOPS` | 1 | NIO event loops (threads) the APNs and FCM connections run on |
+/// | `CALLPUSH_PUSH_EVENT_LOOPS` | 1 | NIO event loops (threads) the APNs and FCM connections run on, and the worker's deliveries with them |
 /// | `CALLPUSH_GROUP_ID` | `callpush-push-worker` | consumer group |
 /// | `CALLPUSH_GROUP_INSTANCE_ID` | — | static membership: only with identities that survive a replacement (StatefulSet ordinal) |
 /// | `CALLPUSH_WORKER_ID` | `POD_NAME` or host name | written into statuses |

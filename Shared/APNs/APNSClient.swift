@@ -430,17 +430,3 @@ public final class APNSClient: Service, Sendable {
         return APNSOutcome(error: error, apnsID: apnsID, latency: ContinuousClock.now - start, attempts: attempts)
     }
 }
-
-/// Runs a task's jobs on one NIO event loop (``APNSClient/send(_:)-([APNSVoIPPush])``'s preference).
-private final class EventLoopTaskExecutor: TaskExecutor {
-    let loop: any EventLoop
-
-    init(_ loop: any EventLoop) {
-        self.loop = loop
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
-    }
-}

@@ -1,7 +1,9 @@
 import CallpushCore
+import CallpushTestSupport
 import Foundation
 import Locking
 import Logging
+import NIOCore
 import NIOPosix
 import ServiceLifecycle
 import Testing
@@ -41,6 +43,35 @@ import Testing
         try await loops.shutdownGracefully()
     }
 
+    /// The worker's runs go where it is told (the program gives it the push loops): every push of a
+    /// partition is handed to the sender on that partition's loop, and without executors on none.
+    @Test func aWorkersRunsRunOnTheEventLoopsItIsGiven() async throws {
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let executors = PushWorkerApp.taskExecutors(on: loops)
+        #expect(executors.count == 2)
+        try await WorkerTestbed.with(partitions: 4) { bed in
+            for given in [executors, []] {
+                let sender = LoopRecordingSender(loops: loops)
+                let worker = try bed.startWorker("worker-\(given.count)", sender: sender, executors: given)
+                let rings = (0..<40).map { i in makeRing(token: hexToken(given.count * 100 + i)) }
+                try await bed.produce(rings.map { .ring($0) })
+                let statuses = try await bed.collectStatuses(until: { log in rings.allSatisfy { !log.terminal($0.callId).isEmpty } }, seconds: 60)
+                statuses.expectEachPushedOnceAndSent(rings, pushedTokens: sender.pushes.map(\.token))
+                let loopsSeen = Dictionary(grouping: sender.pushes, by: \.loop).mapValues(\.count)
+                if given.isEmpty {
+                    #expect(loopsSeen == [nil: rings.count], "with no executors, runs stay off the loops")
+                } else {
+                    // A partition's runs always on the same loop, `partition % 2` (the tokens say nothing of
+                    // partitions, so: each push on one of the loops, and both loops used by 4 partitions).
+                    #expect(loopsSeen[nil] == nil, "every push handed over on a loop: \(loopsSeen)")
+                    #expect(Set(sender.pushes.compactMap(\.loop)).count == 2)
+                }
+                await bed.stop([worker])
+            }
+        }
+        try await loops.shutdownGracefully()
+    }
+
     @Test func theLoopsServeUntilTheServiceGroupShutsDown() async throws {
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let group = ServiceGroup(configuration: .init(services: [.init(service: EventLoopGroupService(loops))], logger: Logger(label: "test")))
@@ -56,5 +87,24 @@ import Testing
         await group.triggerGracefulShutdown()
         try await running.value
         #expect(ended.withLock { $0 })
+    }
+}
+
+/// Answers every push `sent` and records, per push, which of `loops` it was handed over on (nil: none).
+final class LoopRecordingSender: VoIPPushSending {
+    struct Push: Sendable { var token: String; var loop: Int? }
+    let loops: [any EventLoop]
+    private let recorded = Locked<[Push]>([])
+
+    init(loops: MultiThreadedEventLoopGroup) {
+        self.loops = Array(loops.makeIterator())
+    }
+
+    var pushes: [Push] { recorded.withLock { $0 } }
+
+    func send(_ push: VoIPPush) async -> PushAttempt {
+        let loop = loops.firstIndex { $0.inEventLoop }
+        recorded.withLock { $0.append(Push(token: push.deviceToken, loop: loop)) }
+        return PushAttempt(disposition: .sent, status: 200)
     }
 }

@@ -4,6 +4,7 @@ import CallpushTestSupport
 import Foundation
 import Kafka
 import Logging
+import NIOPosix
 import ServiceLifecycle
 import Locking
 import Testing
@@ -186,7 +187,10 @@ final class WorkerTestbed: Sendable {
         await cluster.shutdown()
     }
 
-    func startWorker(_ id: String, sender: any VoIPPushSending, maxInFlight: Int = 500, androidApps: Set<String> = []) throws -> RunningWorker {
+    /// A worker of this testbed's group. Its work runs where the push-worker program runs it, on event loops
+    /// (`executors`: by default one on each loop of NIO's shared group, the one the simulator's client uses).
+    func startWorker(_ id: String, sender: any VoIPPushSending, maxInFlight: Int = 500, androidApps: Set<String> = [],
+                     executors: [any TaskExecutor] = PushWorkerApp.taskExecutors(on: .singleton)) throws -> RunningWorker {
         var configuration = PushWorkerConfiguration(kafka: Self.kafka(cluster, id), workerID: id)
         configuration.groupID = "workers-\(topics.requests)"
         configuration.requestsTopic = topics.requests
@@ -205,7 +209,7 @@ final class WorkerTestbed: Sendable {
         var logger = self.logger
         logger[metadataKey: "worker"] = "\(id)"
         let service = try PushWorkerService(configuration: configuration, sender: sender, apps: ["rider"], androidApps: androidApps,
-                                            ackTokens: try AckTokenSigner(secret: testSecret), logger: logger)
+                                            ackTokens: try AckTokenSigner(secret: testSecret), logger: logger, executors: executors)
         let group = ServiceGroup(services: [service], logger: logger)
         let task = Task { try await group.run() }
         return RunningWorker(service: service, group: group, task: task)
