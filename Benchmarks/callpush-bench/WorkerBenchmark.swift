@@ -6,6 +6,7 @@ import CallpushCore
 import Foundation
 import Kafka
 import Logging
+import NIOPosix
 import PushWorker
 import ServiceLifecycle
 import Locking
@@ -118,8 +119,10 @@ struct WorkerBenchmark: AsyncParsableCommand {
             var configuration = PushWorkerConfiguration(kafka: kafka, workerID: "bench-\(index)")
             configuration.sessionTimeout = .seconds(6)
             configuration.heartbeatInterval = .milliseconds(500)
+            // Where the push-worker program runs its work: on the push client's loops (NIO's shared group here).
             services.append(try PushWorkerService(configuration: configuration, sender: sender ?? APNSPushSender(client: client),
-                                                  apps: ["bench"], ackTokens: secret, logger: logger))
+                                                  apps: ["bench"], ackTokens: secret, logger: logger,
+                                                  executors: PushWorkerApp.taskExecutors(on: .singleton)))
         }
         // No workers: the Kafka relay (`--kafka-floor`, `--steps-floor`) in their place.
         let relay: [any Service] = count == 0 ? [try await KafkaRelay(kafka: kafka, partitions: partitions, steps: relaySteps, logger: logger)] : []

@@ -8,6 +8,7 @@ import Foundation
 import Kafka
 import Locking
 import Logging
+import NIOPosix
 import PushWorker
 import ServiceLifecycle
 import Testing
@@ -166,7 +167,8 @@ final class DispatchTestbed: Sendable {
         configuration.rebuildTimeout = .seconds(10)
         configuration.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300), maxAttempts: 1_000)
         let worker = try PushWorkerService(configuration: configuration, sender: APNSPushSender(client: client), apps: ["rider"],
-                                           ackTokens: try AckTokenSigner(secret: testSecret), logger: quietLogger, tracing: tracing)
+                                           ackTokens: try AckTokenSigner(secret: testSecret), logger: quietLogger, tracing: tracing,
+                                           executors: PushWorkerApp.taskExecutors(on: .singleton))
         let group = ServiceGroup(services: [client, worker], logger: quietLogger)
         let task = Task { try await group.run() }
         // Owning every partition before the test rings: a first group join can be slow on a loaded
