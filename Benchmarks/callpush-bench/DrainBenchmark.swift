@@ -63,21 +63,25 @@ struct DrainBenchmark: AsyncParsableCommand {
             print("callpush-bench drain: \(events) third-party-formatted ring events (largest \(backlog.largestEvent) B), "
                   + "\(partitionCount) partitions, \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAverage())")
             print(DrainResult.header)
+            let labels = workers.indices.map { workers.count == 1 ? "push-worker" : "push-worker #\($0 + 1)" }
+            var byWorker: [[DrainResult]] = workers.map { _ in [] }
+            var peers: [DrainResult] = []
             for round in 1...rounds {
                 var swift: [DrainResult] = []
                 for (index, executable) in workers.enumerated() {
-                    let label = workers.count == 1 ? "push-worker" : "push-worker #\(index + 1)"
-                    let result = try await stack.drain(backlog, label: label, round: round) { topics, statusPort in
+                    let result = try await stack.drain(backlog, label: labels[index], round: round) { topics, statusPort in
                         try stack.startWorker(executable, topics: topics, httpPort: statusPort)
                     }
                     print(result.line)
                     swift.append(result)
+                    byWorker[index].append(result)
                 }
                 if !withoutPython {
                     let peer = try await stack.drain(backlog, label: "python peer", round: round) { topics, _ in
                         try stack.startPython(python, topics: topics, expect: events)
                     }
                     print(peer.line)
+                    peers.append(peer)
                     for (index, result) in swift.enumerated() {
                         print(String(format: "  round %d, %@: CPU per ring python peer / push-worker = %.1f (target ≥ 10); "
                                      + "rings/s push-worker / python peer = %.1f",
@@ -85,6 +89,9 @@ struct DrainBenchmark: AsyncParsableCommand {
                                      peer.cpuPerRingMicros / result.cpuPerRingMicros, result.ringsPerSecond / peer.ringsPerSecond))
                     }
                 }
+            }
+            for (index, results) in byWorker.enumerated() {
+                print(DrainResult.summary(of: results, label: labels[index], peers: peers))
             }
             let simulator = await stack.simulatorStats()
             let simulatorCPU = await stack.simulatorCPUPerPush()
@@ -133,5 +140,26 @@ struct DrainResult {
             + String(format: " %8.0f %13.1f       ", ringsPerSecond, cpuPerRingMicros)
             + "\(mib(rssFirstKiB)) \(mib(rssMiddleKiB)) \(mib(rssLastKiB)) \(mib(rssPeakKiB))"
             + String(format: " %8d", pushes) + "  " + load
+    }
+
+    /// One worker's rounds in a line: the median and range of its CPU per ring and rings/s, and, with
+    /// the peer's rounds (the same rounds, in order), the median and range of the peer / worker CPU
+    /// ratio and in how many rounds it reached the 10.
+    static func summary(of results: [DrainResult], label: String, peers: [DrainResult]) -> String {
+        func median(_ values: [Double]) -> Double {
+            let sorted = values.sorted()
+            return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        }
+        guard !results.isEmpty else { return "summary, \(label): no rounds" }
+        let cpu = results.map(\.cpuPerRingMicros)
+        let rate = results.map(\.ringsPerSecond)
+        var text = String(format: "summary, %@ (%d rounds): CPU µs per ring median %.1f (%.1f–%.1f); rings/s median %.0f (%.0f–%.0f)",
+                          label, results.count, median(cpu), cpu.min()!, cpu.max()!, median(rate), rate.min()!, rate.max()!)
+        let ratios = zip(results, peers).map { $1.cpuPerRingMicros / $0.cpuPerRingMicros }
+        if !ratios.isEmpty {
+            text += String(format: "; python peer / push-worker CPU per ring median %.1f (%.1f–%.1f), ≥ 10 in %d of %d rounds",
+                           median(ratios), ratios.min()!, ratios.max()!, ratios.filter { $0 >= 10 }.count, ratios.count)
+        }
+        return text
     }
 }
