@@ -150,15 +150,17 @@ struct DrainResult {
             let sorted = values.sorted()
             return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         }
-        guard !results.isEmpty else { return "summary, \(label): no rounds" }
         let cpu = results.map(\.cpuPerRingMicros)
         let rate = results.map(\.ringsPerSecond)
+        guard let cpuLow = cpu.min(), let cpuHigh = cpu.max(), let rateLow = rate.min(), let rateHigh = rate.max() else {
+            return "summary, \(label): no rounds"
+        }
         var text = String(format: "summary, %@ (%d rounds): CPU µs per ring median %.1f (%.1f–%.1f); rings/s median %.0f (%.0f–%.0f)",
-                          label, results.count, median(cpu), cpu.min()!, cpu.max()!, median(rate), rate.min()!, rate.max()!)
+                          label, results.count, median(cpu), cpuLow, cpuHigh, median(rate), rateLow, rateHigh)
         let ratios = zip(results, peers).map { $1.cpuPerRingMicros / $0.cpuPerRingMicros }
-        if !ratios.isEmpty {
+        if let ratioLow = ratios.min(), let ratioHigh = ratios.max() {
             text += String(format: "; python peer / push-worker CPU per ring median %.1f (%.1f–%.1f), ≥ 10 in %d of %d rounds",
-                           median(ratios), ratios.min()!, ratios.max()!, ratios.filter { $0 >= 10 }.count, ratios.count)
+                           median(ratios), ratioLow, ratioHigh, ratios.filter { $0 >= 10 }.count, ratios.count)
         }
         return text
     }
