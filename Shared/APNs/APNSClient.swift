@@ -117,8 +117,7 @@ public final class APNSClient: Service, Sendable {
             if !pushes.isEmpty { answered(0, await send(pushes[0])) }
             return
         }
-        let executor = EventLoopTaskExecutor(group.any())
-        await withTaskExecutorPreference(executor) {
+        @Sendable func writeAll() async {
             await withUnsafeContinuation { (done: UnsafeContinuation<Void, Never>) in
                 let left = Locked(pushes.count)
                 for (index, push) in pushes.enumerated() {
@@ -128,6 +127,14 @@ public final class APNSClient: Service, Sendable {
                     }
                 }
             }
+        }
+        // `any()` is the loop the caller runs on when that is one of the client's (the push-worker runs its
+        // deliveries there): the run stays where it is, with no hop to an executor of its own and back.
+        let loop = group.any()
+        if loop.inEventLoop {
+            await writeAll()
+        } else {
+            await withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { await writeAll() }
         }
     }
 

@@ -269,7 +269,7 @@ extension KafkaConsumer {
 extension ConsumerStateMachine {
     var summary: String {
         func names(_ partitions: some Sequence<KafkaTopicPartition>) -> String {
-            partitions.map { "\($0.partition)" }.sorted().joined(separator: ",")
+            partitions.map(\.partition).sorted().map(String.init).joined(separator: ",")
         }
         let assignedText = assigned.sorted { $0.key.partition < $1.key.partition }.map { "\($0.key.partition)@\($0.value)" }
         return "epoch=\(epoch) assigned=[\(assignedText.joined(separator: ","))] awaitingHandler=[\(names(awaitingAssignHandler.keys))] "
