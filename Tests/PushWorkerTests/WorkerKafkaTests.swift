@@ -213,11 +213,19 @@ import ServiceLifecycle
 
             let (readyStatus, _) = try await get("http://127.0.0.1:\(port)/readyz")
             #expect(readyStatus == 200, "ready once partitions are assigned")
-            let (metricsStatus, metrics) = try await get("http://127.0.0.1:\(port)/metrics")
+            // A delivery is counted once its status is acknowledged to the worker, which can be just after the
+            // status is readable from the topic: scrape until both outcomes are counted (bounded).
+            let expected = [#"callpush_worker_deliveries_total{app="rider",platform="ios",state="sent",reason="none"} 1"#,
+                            #"callpush_worker_deliveries_total{app="rider",platform="ios",state="failed",reason="Unregistered"} 1"#,
+                            #"callpush_worker_dead_letters_total{error="Unregistered",platform="ios"} 1"#]
+            var (metricsStatus, metrics) = try await get("http://127.0.0.1:\(port)/metrics")
+            let scrapeUntil = ContinuousClock.now + TestTiming.scaled(.seconds(10))
+            while !expected.allSatisfy(metrics.contains), ContinuousClock.now < scrapeUntil {
+                try await Task.sleep(for: .milliseconds(100))
+                (metricsStatus, metrics) = try await get("http://127.0.0.1:\(port)/metrics")
+            }
             #expect(metricsStatus == 200)
-            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",platform="ios",state="sent",reason="none"} 1"#))
-            #expect(metrics.contains(#"callpush_worker_deliveries_total{app="rider",platform="ios",state="failed",reason="Unregistered"} 1"#))
-            #expect(metrics.contains(#"callpush_worker_dead_letters_total{error="Unregistered",platform="ios"} 1"#))
+            for line in expected { #expect(metrics.contains(line)) }
             #expect(metrics.contains("callpush_worker_apns_latency_seconds_bucket"))
             #expect(!metrics.contains(ring.device.token) && !metrics.contains(ring.callId), "no tokens or call ids in labels")
             // Gauges are refreshed every 5 s.
