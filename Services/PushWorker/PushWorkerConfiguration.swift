@@ -19,8 +19,11 @@ public struct PushWorkerConfiguration: Sendable {
     public var requestsTopic = Topics.requests
     public var statusTopic = Topics.status
     public var deadLetterTopic = Topics.deadLetter
-    /// Deliveries in flight at once; consumption pauses when full. Default 1000.
-    public var maxInFlight = 1_000
+    /// Deliveries in flight at once; consumption pauses when full. Default 2000: a delivery holds its
+    /// slot until its status is acknowledged (push, linger and produce round trip, ~25–60 ms while
+    /// draining a backlog), so 1000 slots capped a drain at ~30k rings/s and smaller runs cost more CPU
+    /// per ring (docs/benchmarks.md, "In flight and linger").
+    public var maxInFlight = 2_000
     /// How long revoked partitions / shutdown wait for in-flight work. Default 5 s.
     public var drainTimeout: Duration = .seconds(5)
     /// How far back the status history is read on assignment, and how
@@ -74,13 +77,14 @@ public struct PushWorkerConfiguration: Sendable {
             assignTimeout: rebuildTimeout + .seconds(5))
     }
 
-    /// The status producer, with `linger.ms` 5 as dispatch's (not 1): librdkafka 2.0.2's idempotent
+    /// The status producer, with `linger.ms` 10 (dispatch's is 5): librdkafka 2.0.2's idempotent
     /// producer sends nothing more for a partition while 5 or more of its messages are in flight, and
     /// its broker thread polls without sleeping once the next batch has lingered out, so a linger
     /// shorter than the produce round trip spins (16–17 % of a core in a 150,000-ring drain at 1 ms,
-    /// 11–15 % at 5; 6–8 % less CPU per ring at 5, docs/benchmarks.md). A status reaches dispatch at
-    /// most the linger later; the push does not wait for it. `CALLPUSH_KAFKA_LINGER_MS` overrides it.
+    /// 11–15 % at 5). With 2000 deliveries in flight, 10 ms took 9–11 % less CPU per ring than 5 ms with
+    /// 1000 (docs/benchmarks.md, "In flight and linger"). A status reaches dispatch at most the linger
+    /// later; the push does not wait for it. `CALLPUSH_KAFKA_LINGER_MS` overrides it.
     var producer: KafkaProducerConfiguration {
-        KafkaProducerConfiguration(kafka: kafka, deliveryTimeout: .seconds(30), linger: .milliseconds(5))
+        KafkaProducerConfiguration(kafka: kafka, deliveryTimeout: .seconds(30), linger: .milliseconds(10))
     }
 }

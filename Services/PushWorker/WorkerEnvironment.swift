@@ -28,7 +28,7 @@ import Kafka
 /// | `CALLPUSH_GROUP_INSTANCE_ID` | — | static membership: only with identities that survive a replacement (StatefulSet ordinal) |
 /// | `CALLPUSH_WORKER_ID` | `POD_NAME` or host name | written into statuses |
 /// | `CALLPUSH_TOPIC_REQUESTS` / `_STATUS` / `_DLQ` | `voip.call-requests` / `voip.call-status` / `voip.call-requests.dlq` | topics |
-/// | `CALLPUSH_MAX_IN_FLIGHT` | 1000 | deliveries in flight; consumption pauses when full |
+/// | `CALLPUSH_MAX_IN_FLIGHT` | 2000 | deliveries in flight; consumption pauses when full |
 /// | `CALLPUSH_DRAIN_TIMEOUT_MS` | 5000 | drain bound on revoke and SIGTERM |
 /// | `CALLPUSH_DEDUPE_WINDOW_SECONDS` | 600 | status history read on assignment |
 /// | `CALLPUSH_DEDUPE_CAPACITY` | 1000000 | dedupe entries across all partitions of the worker (~100 bytes each) |

@@ -50,7 +50,7 @@ import Testing
         #expect(loaded.worker.kafka.properties["sasl.password"] == "env:KAFKA_PASSWORD")
         #expect(loaded.worker.groupInstanceID == nil, "dynamic membership unless asked for")
         #expect(loaded.worker.workerID == "push-worker-7f9c")
-        #expect(loaded.worker.maxInFlight == 1_000)
+        #expect(loaded.worker.maxInFlight == 2_000)
         #expect(loaded.worker.requestsTopic == "voip.call-requests")
         #expect(loaded.apps.keys.map(\.rawValue) == ["rider"])
         #expect(loaded.apps["rider"]?.voipTopic == "com.example.rider.voip")
