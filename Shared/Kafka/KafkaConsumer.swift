@@ -132,6 +132,7 @@ public final class KafkaConsumer: Service, Sendable {
         // Batches of at most a quarter of the buffer bound: the buffer stays below 1.5× its bound
         // (one batch collected as it fills, one handed back by an iterator that stopped early).
         let batchLimit = min(Self.batchLimit, max(1, configuration.maxBufferedMessages / 4))
+        let batchByteLimit = max(1, configuration.maxBufferedBytes / 4)  // the same for the byte bound
         pollContext.batchCapacity = batchLimit
         pollContext.pending.reserveCapacity(batchLimit)
         pollContext.pendingEpoch = state.withLock { $0.epoch }
@@ -141,7 +142,8 @@ public final class KafkaConsumer: Service, Sendable {
             runCommands()
             var timeout: Int32 = 100
             var drained = false
-            while pollContext.pending.count < batchLimit {
+            var pendingBytes = 0
+            while pollContext.pending.count < batchLimit, pendingBytes < batchByteLimit {
                 guard let message = client.pollConsumer(timeoutMilliseconds: timeout) else {
                     drained = timeout == 0
                     break
@@ -150,7 +152,9 @@ public final class KafkaConsumer: Service, Sendable {
                 if let error = message.consumeError {
                     handleConsumeError(error)
                 } else {
-                    pollContext.pending.append(pollContext.makeMessage(message.pointer))
+                    let made = pollContext.makeMessage(message.pointer)
+                    pendingBytes += made.bufferedBytes
+                    pollContext.pending.append(made)
                 }
                 message.destroy()
             }
@@ -209,7 +213,7 @@ public final class KafkaConsumer: Service, Sendable {
             pollContext.pending = []
             pollContext.pending.reserveCapacity(reserve)
             let (action, epoch, pauseNew) = state.withLock { state in
-                (state.append(batch, limit: configuration.maxBufferedMessages), state.epoch, state.takePauseSyncNeeded())
+                (state.append(batch, limits: configuration.bufferLimits), state.epoch, state.takePauseSyncNeeded())
             }
             epochNow = epoch
             // A partition that began delivering while fetching is paused for back-pressure.
@@ -254,6 +258,8 @@ extension RDKafkaClientContext {
 extension KafkaConsumer {
     /// How many times the consumer paused fetching because its buffer was full (observability).
     public var backpressurePauseCount: Int { state.withLock { $0.backpressurePauses } }
+    /// Bytes buffered between librdkafka and the application now (``KafkaConsumerConfiguration/maxBufferedBytes``).
+    var bufferedByteCount: Int { state.withLock { $0.bufferedBytes } }
 }
 
 extension KafkaConsumer {
@@ -274,6 +280,6 @@ extension ConsumerStateMachine {
         let assignedText = assigned.sorted { $0.key.partition < $1.key.partition }.map { "\($0.key.partition)@\($0.value)" }
         return "epoch=\(epoch) assigned=[\(assignedText.joined(separator: ","))] awaitingHandler=[\(names(awaitingAssignHandler.keys))] "
             + "fetchPaused=[\(names(fetchPaused))] userPaused=[\(names(userPaused))] delivering=[\(names(delivering))] "
-            + "backpressure=\(backpressurePaused) buffered=\(bufferedCount) waiters=\(waiterCount) running=\(isRunning)"
+            + "backpressure=\(backpressurePaused) buffered=\(bufferedCount) (\(bufferedBytes) bytes) waiters=\(waiterCount) running=\(isRunning)"
     }
 }

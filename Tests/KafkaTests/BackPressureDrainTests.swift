@@ -49,6 +49,44 @@ struct BackPressureDrainTests {
         }
     }
 
+    @Test("large messages: the byte bound pauses fetching, the buffer stays within it, and all arrive in order")
+    func byteBoundDrain() async throws {
+        let (count, partitions, size, bound) = (800, 4, 4_096, 64 * 1_024)  // 3.2 MB through a 64 KiB buffer
+        try await withCluster(brokers: 1) { cluster in
+            let topic = try await makeTopic("drain-bytes", partitions: partitions, on: cluster) { topic in
+                KafkaProducerRecord.numbered(topic: topic, 0..<count, partition: { Int32($0 % partitions) }).map { record in
+                    var record = record
+                    record.value = Array(repeating: UInt8(ascii: "x"), count: size)
+                    return record
+                }
+            }
+            var configuration = TestSupport.manualConsumerConfiguration(cluster)
+            configuration.maxBufferedMessages = 1_000_000  // only the byte bound can pause
+            configuration.maxBufferedBytes = bound
+            try await withConsumer(configuration) { consumer in
+                try await consumer.assign(KafkaPartitionAssignment.fromBeginning(topic, partitions: Int32(partitions)))
+                let (received, mostBuffered) = try await withTimeout("draining \(count) large messages", seconds: 90) {
+                    var received: [KafkaConsumerMessage] = []
+                    var mostBuffered = 0
+                    for try await message in consumer.messages {
+                        received.append(message)
+                        mostBuffered = max(mostBuffered, consumer.bufferedByteCount)
+                        if received.count % 50 == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                        if received.count == count { break }
+                    }
+                    return (received, mostBuffered)
+                }
+                #expect(consumer.backpressurePauseCount >= 5, "the byte bound paused fetching repeatedly (\(consumer.backpressurePauseCount))")
+                // A poll batch stops at a quarter of the bound, and one handed back may come on top: 1.5× at most.
+                #expect(mostBuffered <= bound * 3 / 2 + size, "buffered at most \(mostBuffered) bytes against a bound of \(bound)")
+                #expect(Set(received.compactMap(\.id)) == Set(0..<count), "every message arrived")
+                for (partition, messages) in Dictionary(grouping: received, by: \.partition) {
+                    #expect(messages.map(\.offset) == Array(0..<Int64(count / partitions)), "partition \(partition) in order, once")
+                }
+            }
+        }
+    }
+
     /// Produces `messages` numbered records spread evenly over `partitions` partitions.
     static func produceBacklog(_ cluster: EmbeddedKafkaCluster) async throws -> String {
         try await makeTopic("drain", partitions: Int(partitions), on: cluster) { topic in
@@ -111,13 +149,13 @@ struct BackPressureStartTests {
         let (first, second) = (KafkaTopicPartition(topic: "t", partition: 0), KafkaTopicPartition(topic: "t", partition: 1))
         var state = ConsumerStateMachine()
         state.replaceAssignment([first, second])
-        _ = state.append(Self.batch(first, epoch: state.epoch), limit: .max)
+        _ = state.append(Self.batch(first, epoch: state.epoch), limits: .init(messages: .max, bytes: .max))
         let early = state.takePauseSyncNeeded()
         #expect(!early, "nothing is paused yet")
         state.backpressurePaused = true
         var changes = state.pauseChanges()
         #expect(changes.pause == [first], "the partition still starting is left alone")
-        _ = state.append(Self.batch(second, epoch: state.epoch), limit: .max)
+        _ = state.append(Self.batch(second, epoch: state.epoch), limits: .init(messages: .max, bytes: .max))
         let asked = state.takePauseSyncNeeded()
         #expect(asked, "its first message asks for a pause")
         changes = state.pauseChanges()
@@ -130,5 +168,47 @@ struct BackPressureStartTests {
         state.backpressurePaused = true
         changes = state.pauseChanges()
         #expect(changes.pause.isEmpty)
+    }
+}
+
+/// The buffer's two bounds, in messages and in bytes, and the byte count that follows every batch.
+@Suite("Consumer buffer bounds")
+struct ConsumerBufferBoundTests {
+    /// One message per size, each with a 2-byte key and a value of that size.
+    static func batch(epoch: Int, sizes: [Int]) -> MessageBatch {
+        MessageBatch(epoch: epoch, messages: sizes.enumerated().map { index, size in
+            KafkaConsumerMessage(topic: "t", partition: 0, offset: Int64(index), key: [1, 2], value: Array(repeating: 0, count: size),
+                                 fetchEpoch: epoch)
+        })
+    }
+
+    @Test("either bound pauses; resuming needs both down to half; the byte count follows batches in and out")
+    func bothBounds() throws {
+        var state = ConsumerStateMachine()
+        state.replaceAssignment([KafkaTopicPartition(topic: "t", partition: 0)])
+        let limits = ConsumerStateMachine.BufferLimits(messages: 100, bytes: 1_000)
+        guard case .buffered(let underBound) = state.append(Self.batch(epoch: state.epoch, sizes: [298, 298]), limits: limits) else {
+            Issue.record("the first batch was not buffered")
+            return
+        }
+        #expect(!underBound && state.bufferedBytes == 600, "2 messages of 300 bytes: under both bounds")
+        guard case .buffered(let atBound) = state.append(Self.batch(epoch: state.epoch, sizes: [398]), limits: limits) else {
+            Issue.record("the second batch was not buffered")
+            return
+        }
+        #expect(atBound && state.bufferedCount == 3, "1,000 bytes in 3 messages: the byte bound pauses")
+        state.backpressurePaused = true
+        #expect(!state.mayResume(limits), "1,000 bytes: not yet")
+        guard case .batch(let taken) = state.next() else {
+            Issue.record("no batch to take")
+            return
+        }
+        #expect(state.bufferedBytes == 400 && state.mayResume(limits), "400 bytes and 1 message left: both under half")
+        #expect(state.giveBack(taken) == nil)
+        #expect(state.bufferedBytes == 1_000 && !state.mayResume(limits), "a batch handed back counts again")
+        let countOnly = ConsumerStateMachine.BufferLimits(messages: 2, bytes: .max)
+        #expect(!state.mayResume(countOnly), "3 messages against a bound of 2: the count bound holds it too")
+        _ = state.finish(error: nil)
+        #expect(state.bufferedBytes == 0 && state.bufferedCount == 0)
     }
 }

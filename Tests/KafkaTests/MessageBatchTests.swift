@@ -61,9 +61,9 @@ struct ConsumerBufferRetentionTests {
             })
         }
         // The application takes a batch whenever the poll thread adds one, so the buffer never runs empty.
-        _ = state.append(batch(), limit: .max)
+        _ = state.append(batch(), limits: .init(messages: .max, bytes: .max))
         for round in 1...50 {
-            _ = state.append(batch(), limit: .max)
+            _ = state.append(batch(), limits: .init(messages: .max, bytes: .max))
             guard case .batch = state.next() else { Issue.record("round \(round): expected a batch"); return }
             #expect(state.bufferedCount == batchSize, "round \(round)")
             #expect(state.retainedMessageCount == state.bufferedCount,

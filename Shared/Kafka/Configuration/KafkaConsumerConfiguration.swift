@@ -34,6 +34,10 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
     /// The most messages buffered between librdkafka and the application; above it the
     /// consumer pauses fetching (rebalances are still served). Default 10,000.
     public var maxBufferedMessages: Int
+    /// The most bytes (keys, values, header values) buffered between librdkafka and the application;
+    /// above it the consumer pauses fetching as for ``maxBufferedMessages``. Default 64 MiB, the bound
+    /// of librdkafka's own prefetch (`queued.max.messages.kbytes`).
+    public var maxBufferedBytes: Int
     /// How long the revoke handler may take before the layer commits and unassigns anyway. Default 10 s.
     public var revokeTimeout: Duration
     /// How long the poll thread waits for the assign handler before it goes back to serving the
@@ -59,6 +63,7 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
         sessionTimeout: Duration = .seconds(45),
         heartbeatInterval: Duration = .seconds(3),
         maxBufferedMessages: Int = 10_000,
+        maxBufferedBytes: Int = 64 << 20,
         revokeTimeout: Duration = .seconds(10),
         assignTimeout: Duration = .seconds(30),
         closeTimeout: Duration = .seconds(15),
@@ -72,10 +77,16 @@ public struct KafkaConsumerConfiguration: Sendable, Hashable, CustomStringConver
         self.sessionTimeout = sessionTimeout
         self.heartbeatInterval = heartbeatInterval
         self.maxBufferedMessages = maxBufferedMessages
+        self.maxBufferedBytes = maxBufferedBytes
         self.revokeTimeout = revokeTimeout
         self.assignTimeout = assignTimeout
         self.closeTimeout = closeTimeout
         self.commitInterval = commitInterval
+    }
+
+    /// The buffer's bounds (at least one message and one byte each).
+    var bufferLimits: ConsumerStateMachine.BufferLimits {
+        .init(messages: max(1, maxBufferedMessages), bytes: max(1, maxBufferedBytes))
     }
 
     /// The librdkafka properties: defaults, then the user's overrides.

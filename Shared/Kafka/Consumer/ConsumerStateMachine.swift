@@ -2,6 +2,16 @@
 struct MessageBatch {
     var epoch: Int
     var messages: [KafkaConsumerMessage]
+
+    /// What the batch's messages hold (the buffer's byte bound).
+    var bytes: Int { messages.reduce(0) { $0 + $1.bufferedBytes } }
+}
+
+extension KafkaConsumerMessage {
+    /// The bytes a buffered message holds: key, value and header values.
+    var bufferedBytes: Int {
+        value.count + (key?.count ?? 0) + headers.reduce(0) { $0 + ($1.value?.count ?? 0) }
+    }
 }
 
 /// The consumer's buffer between the poll thread and the application, its assignment view
@@ -27,6 +37,8 @@ struct ConsumerStateMachine {
     private var batches: [MessageBatch] = []
     private var head = 0
     private(set) var bufferedCount = 0
+    /// ``MessageBatch/bytes`` of the buffered batches.
+    private(set) var bufferedBytes = 0
     private var waiters: [(id: Int, waiter: Waiter)] = []
     /// Partitions the application paused (kept paused across back-pressure resumes).
     private(set) var userPaused: Set<KafkaTopicPartition> = []
@@ -53,7 +65,7 @@ struct ConsumerStateMachine {
     /// it back to its first offset, so everything delivered since comes again (docs/kafka.md,
     /// "Back-pressure and a partition's start").
     private(set) var delivering: Set<KafkaTopicPartition> = []
-    /// Set by ``append(_:limit:)`` when a partition began delivering while fetching is paused for
+    /// Set by ``append(_:limits:)`` when a partition began delivering while fetching is paused for
     /// back-pressure: the poll thread must pause it too (``takePauseSyncNeeded()``).
     private var pauseSyncNeeded = false
 
@@ -163,16 +175,19 @@ struct ConsumerStateMachine {
     private mutating func dropInvalid() {
         var kept: [MessageBatch] = []
         var count = 0
+        var bytes = 0
         for index in head..<batches.count {
             let batch = filtered(batches[index])
             if !batch.messages.isEmpty {
                 count += batch.messages.count
+                bytes += batch.bytes
                 kept.append(batch)
             }
         }
         batches = kept
         head = 0
         bufferedCount = count
+        bufferedBytes = bytes
     }
 
     // MARK: buffer
@@ -180,14 +195,15 @@ struct ConsumerStateMachine {
     enum AppendAction {
         /// Hand this batch to a waiting iterator.
         case resume(Waiter, MessageBatch)
-        /// Buffered. `overLimit`: the buffer reached its bound; pause fetching.
+        /// Buffered. `overLimit`: the buffer reached one of its bounds; pause fetching.
         case buffered(overLimit: Bool)
         /// Dropped (finished, failed, or nothing valid left).
         case dropped
     }
 
-    /// The poll thread appends a batch fetched while the epoch was `batch.epoch`.
-    mutating func append(_ batch: MessageBatch, limit: Int) -> AppendAction {
+    /// The poll thread appends a batch fetched while the epoch was `batch.epoch`; `limits` are the
+    /// buffer's bounds in messages and in bytes.
+    mutating func append(_ batch: MessageBatch, limits: BufferLimits) -> AppendAction {
         guard case .running = lifecycle else { return .dropped }
         let batch = batch.epoch == epoch ? batch : filtered(batch)
         guard !batch.messages.isEmpty else { return .dropped }
@@ -197,7 +213,19 @@ struct ConsumerStateMachine {
         }
         batches.append(batch)
         bufferedCount += batch.messages.count
-        return .buffered(overLimit: bufferedCount >= limit)
+        bufferedBytes += batch.bytes
+        return .buffered(overLimit: bufferedCount >= limits.messages || bufferedBytes >= limits.bytes)
+    }
+
+    /// The buffer's bounds: fetching pauses when either is reached.
+    struct BufferLimits {
+        var messages: Int
+        var bytes: Int
+    }
+
+    /// Fetching paused for back-pressure and the buffer is down to half of both bounds: resume.
+    func mayResume(_ limits: BufferLimits) -> Bool {
+        backpressurePaused && bufferedCount <= limits.messages / 2 && bufferedBytes <= limits.bytes / 2
     }
 
     /// Records the partitions `messages` come from as delivering (one set lookup per run of a partition).
@@ -233,6 +261,7 @@ struct ConsumerStateMachine {
             batches.insert(batch, at: 0)
         }
         bufferedCount += batch.messages.count
+        bufferedBytes += batch.bytes
         return nil
     }
 
@@ -256,6 +285,7 @@ struct ConsumerStateMachine {
             batches[head].messages = []
             head += 1
             bufferedCount -= batch.messages.count
+            bufferedBytes -= batch.bytes
             if head == batches.count {
                 batches.removeAll(keepingCapacity: true)
                 head = 0
@@ -297,6 +327,7 @@ struct ConsumerStateMachine {
         batches = []
         head = 0
         bufferedCount = 0
+        bufferedBytes = 0
         defer { waiters = [] }
         return waiters.map(\.waiter)
     }

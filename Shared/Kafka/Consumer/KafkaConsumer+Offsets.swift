@@ -88,14 +88,14 @@ extension KafkaConsumer {
     /// Waits for the next batch of messages (iterator support). Cancelling the waiting
     /// task makes it throw `CancellationError`.
     func nextBatch() async throws -> MessageBatch? {
-        let limit = configuration.maxBufferedMessages
+        let limits = configuration.bufferLimits
         let id = waiterIDs.wrappingAdd(1, ordering: .relaxed).newValue
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: ConsumerStateMachine.Waiter) in
                 let (action, wake) = state.withLock { state -> (ConsumerStateMachine.NextAction, Bool) in
                     let action = state.next()
                     if case .wait = action { state.addWaiter(continuation, id: id) }
-                    return (action, state.backpressurePaused && state.bufferedCount <= limit / 2)
+                    return (action, state.mayResume(limits))
                 }
                 if wake { wakePollThread() }
                 switch action {

@@ -147,7 +147,7 @@ extension KafkaConsumer: RDKafkaClientDelegate {
     /// The application caught up: resume fetching (except partitions it paused itself).
     func adjustBackpressure() {
         let caughtUp = state.withLock { state -> Bool in
-            guard state.backpressurePaused, state.bufferedCount <= configuration.maxBufferedMessages / 2 else { return false }
+            guard state.mayResume(configuration.bufferLimits) else { return false }
             state.backpressurePaused = false
             return true
         }
