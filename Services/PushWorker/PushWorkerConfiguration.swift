@@ -69,10 +69,13 @@ public struct PushWorkerConfiguration: Sendable {
         return KafkaConsumerConfiguration(
             kafka: kafka, mode: .group(id: groupID, topics: [requestsTopic]), groupInstanceID: groupInstanceID,
             sessionTimeout: sessionTimeout, heartbeatInterval: heartbeatInterval,
-            // Four times the in-flight bound: the consumer keeps work queued while the limiter is
-            // full, so a pause/resume cycle is rare, and when librdkafka takes up to 1 s to fetch
-            // again after a resume (docs/kafka.md) the deliveries still have half the buffer to do.
-            maxBufferedMessages: max(100, min(maxInFlight * 4, 5_000)),
+            // Ten times the in-flight bound, at most 20,000 (and 64 MiB, the consumer's default byte
+            // bound): a pause for back-pressure purges what librdkafka prefetched, and after the
+            // resume its next fetch can wait up to `fetch.wait.max.ms` (500 ms; docs/kafka.md), so the half of the
+            // buffer left at the resume must outlast that at the drain's rate. At 5,000 (~80 ms at
+            // 30k rings/s) a 30,000-event drain stalled 200–370 ms; at 20,000, 45–50 ms, and drained
+            // ~45 % faster (docs/benchmarks.md, "In flight and linger").
+            maxBufferedMessages: max(100, min(maxInFlight * 10, 20_000)),
             revokeTimeout: drainTimeout + leftoverBound + .seconds(3),
             assignTimeout: rebuildTimeout + .seconds(5))
     }
