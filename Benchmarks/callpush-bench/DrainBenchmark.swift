@@ -128,18 +128,20 @@ struct DrainResult {
     var rssLastKiB: Int
     var rssPeakKiB: Int
     var pushes: Int
+    /// The longest time between two consecutive statuses read.
+    var longestPauseMilliseconds: Double
     var load: String
 
     var ringsPerSecond: Double { Double(rings) / max(seconds, 1e-9) }
     var cpuPerRingMicros: Double { cpuSeconds / Double(max(rings, 1)) * 1e6 }
 
-    static let header = "round  worker           rings/s   CPU µs/ring   RSS MiB: first  middle    last    peak   pushes  load"
+    static let header = "round  worker           rings/s   CPU µs/ring   RSS MiB: first  middle    last    peak   pushes  pause ms  load"
     var line: String {
         func mib(_ kib: Int) -> String { String(format: "%7.1f", Double(kib) / 1024) }
         return String(format: "%5d  ", round) + label.padding(toLength: 15, withPad: " ", startingAt: 0)
             + String(format: " %8.0f %13.1f       ", ringsPerSecond, cpuPerRingMicros)
             + "\(mib(rssFirstKiB)) \(mib(rssMiddleKiB)) \(mib(rssLastKiB)) \(mib(rssPeakKiB))"
-            + String(format: " %8d", pushes) + "  " + load
+            + String(format: " %8d  %8.0f", pushes, longestPauseMilliseconds) + "  " + load
     }
 
     /// One worker's rounds in a line: the median and range of its CPU per ring and rings/s, and, with

@@ -118,19 +118,25 @@ final class DrainStack: Sendable {
         var last: (at: ContinuousClock.Instant, count: Int, sample: ProcessSample)?
         let bound = Duration.seconds(max(120, backlog.events / 200))
         let reading = Task { () -> (first: (ContinuousClock.Instant, Int, ProcessSample)?, middle: ProcessSample?,
-                                    last: (ContinuousClock.Instant, Int, ProcessSample)?) in
+                                    last: (ContinuousClock.Instant, Int, ProcessSample)?, pause: Duration) in
             var count = 0
             var first: (ContinuousClock.Instant, Int, ProcessSample)?
             var middle: ProcessSample?
+            // The longest time between two statuses read: a drain that stalls shows it here.
+            var previous: ContinuousClock.Instant?
+            var pause = Duration.zero
             for try await _ in reader.messages {
                 count += 1
-                if first == nil, let sample = ProcessSample.read(pid: process.pid) { first = (.now, count, sample) }
+                let now = ContinuousClock.now
+                if let previous, now - previous > pause { pause = now - previous; if ProcessInfo.processInfo.environment["DRAIN_DEBUG"] != nil { FileHandle.standardError.write("pause \(pause) at \(count)\n".data(using: .utf8)!) } }
+                previous = now
+                if first == nil, let sample = ProcessSample.read(pid: process.pid) { first = (now, count, sample) }
                 if count == backlog.events / 2 { middle = ProcessSample.read(pid: process.pid) }
                 if count >= backlog.events {
-                    return (first, middle, ProcessSample.read(pid: process.pid).map { (.now, count, $0) })
+                    return (first, middle, ProcessSample.read(pid: process.pid).map { (.now, count, $0) }, pause)
                 }
             }
-            return (first, middle, nil)
+            return (first, middle, nil, pause)
         }
         let timer = Task {
             try await Task.sleep(for: bound)
@@ -139,10 +145,12 @@ final class DrainStack: Sendable {
         let outcome = await reading.result
         timer.cancel()
         sampler.cancel()
+        var pause = Duration.zero
         if case .success(let values) = outcome {
             first = values.first.map { (at: $0.0, count: $0.1, sample: $0.2) }
             middle = values.middle
             last = values.last.map { (at: $0.0, count: $0.1, sample: $0.2) }
+            pause = values.pause
         }
         let exit = await process.stop(timeout: .seconds(30))
         await reader.shutdown()
@@ -159,7 +167,7 @@ final class DrainStack: Sendable {
             label: label, round: round, rings: last.count - first.count, seconds: (last.at - first.at).inSeconds,
             cpuSeconds: last.sample.cpuSeconds - first.sample.cpuSeconds, rssFirstKiB: first.sample.rssKiB,
             rssMiddleKiB: middle?.rssKiB ?? 0, rssLastKiB: last.sample.rssKiB, rssPeakKiB: peak.withLock { $0 },
-            pushes: accepted - acceptedBefore, load: load)
+            pushes: accepted - acceptedBefore, longestPauseMilliseconds: pause.inSeconds * 1000, load: load)
     }
 
     func simulatorStats() async -> String {
