@@ -128,7 +128,7 @@ final class DrainStack: Sendable {
             for try await _ in reader.messages {
                 count += 1
                 let now = ContinuousClock.now
-                if let previous, now - previous > pause { pause = now - previous; if ProcessInfo.processInfo.environment["DRAIN_DEBUG"] != nil { FileHandle.standardError.write("pause \(pause) at \(count)\n".data(using: .utf8)!) } }
+                if let previous { pause = max(pause, now - previous) }
                 previous = now
                 if first == nil, let sample = ProcessSample.read(pid: process.pid) { first = (now, count, sample) }
                 if count == backlog.events / 2 { middle = ProcessSample.read(pid: process.pid) }
