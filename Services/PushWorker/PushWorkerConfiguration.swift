@@ -20,9 +20,9 @@ public struct PushWorkerConfiguration: Sendable {
     public var statusTopic = Topics.status
     public var deadLetterTopic = Topics.deadLetter
     /// Deliveries in flight at once; consumption pauses when full. Default 2000: a delivery holds its
-    /// slot until its status is acknowledged (push, linger and produce round trip, ~25–60 ms while
-    /// draining a backlog), so 1000 slots capped a drain at ~30k rings/s and smaller runs cost more CPU
-    /// per ring (docs/benchmarks.md, "In flight and linger").
+    /// slot until its status is acknowledged (the push, then the status producer's linger and round
+    /// trip), and with 1000 a backlog drained slower and at more CPU per ring, more so with a longer
+    /// linger (docs/benchmarks.md, "In flight and linger").
     public var maxInFlight = 2_000
     /// How long revoked partitions / shutdown wait for in-flight work. Default 5 s.
     public var drainTimeout: Duration = .seconds(5)
