@@ -11,3 +11,13 @@ struct CallpushBench: AsyncParsableCommand {
                       DrainBenchmark.self]
     )
 }
+
+extension Array where Element == Double {
+    /// The middle value (the mean of the two middle ones for an even count); 0 when empty.
+    var median: Double {
+        let sorted = self.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        let half = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[half] : (sorted[half - 1] + sorted[half]) / 2
+    }
+}

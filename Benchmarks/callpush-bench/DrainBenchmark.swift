@@ -148,21 +148,17 @@ struct DrainResult {
     /// the peer's rounds (the same rounds, in order), the median and range of the peer / worker CPU
     /// ratio and in how many rounds it reached the 10.
     static func summary(of results: [DrainResult], label: String, peers: [DrainResult]) -> String {
-        func median(_ values: [Double]) -> Double {
-            let sorted = values.sorted()
-            return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-        }
         let cpu = results.map(\.cpuPerRingMicros)
         let rate = results.map(\.ringsPerSecond)
         guard let cpuLow = cpu.min(), let cpuHigh = cpu.max(), let rateLow = rate.min(), let rateHigh = rate.max() else {
             return "summary, \(label): no rounds"
         }
         var text = String(format: "summary, %@ (%d rounds): CPU µs per ring median %.1f (%.1f–%.1f); rings/s median %.0f (%.0f–%.0f)",
-                          label, results.count, median(cpu), cpuLow, cpuHigh, median(rate), rateLow, rateHigh)
+                          label, results.count, cpu.median, cpuLow, cpuHigh, rate.median, rateLow, rateHigh)
         let ratios = zip(results, peers).map { $1.cpuPerRingMicros / $0.cpuPerRingMicros }
         if let ratioLow = ratios.min(), let ratioHigh = ratios.max() {
             text += String(format: "; python peer / push-worker CPU per ring median %.1f (%.1f–%.1f), ≥ 10 in %d of %d rounds",
-                           median(ratios), ratioLow, ratioHigh, ratios.filter { $0 >= 10 }.count, ratios.count)
+                           ratios.median, ratioLow, ratioHigh, ratios.filter { $0 >= 10 }.count, ratios.count)
         }
         return text
     }

@@ -84,7 +84,7 @@ struct KafkaBenchmark: AsyncParsableCommand {
             }
         }
         for role in ["producer", "consumer"] {
-            guard let ours = figures["ours.\(role)"].map(Self.median), let kcat = figures["kcat.\(role)"].map(Self.median) else { continue }
+            guard let ours = figures["ours.\(role)"]?.median, let kcat = figures["kcat.\(role)"]?.median else { continue }
             print(String(format: "%@: ours=%.0f msg/s kcat=%.0f msg/s ratio=%.2f%@", role, ours, kcat, ours / kcat, rounds > 1 ? " (medians)" : ""))
         }
         await cluster.shutdown()
@@ -98,11 +98,6 @@ struct KafkaBenchmark: AsyncParsableCommand {
             return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
         }
         return (seconds(RUSAGE_SELF.rawValue), seconds(RUSAGE_CHILDREN.rawValue))
-    }
-
-    private static func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
 
     private var payload: [UInt8] {

@@ -218,11 +218,10 @@ import ServiceLifecycle
             let expected = [#"callpush_worker_deliveries_total{app="rider",platform="ios",state="sent",reason="none"} 1"#,
                             #"callpush_worker_deliveries_total{app="rider",platform="ios",state="failed",reason="Unregistered"} 1"#,
                             #"callpush_worker_dead_letters_total{error="Unregistered",platform="ios"} 1"#]
-            var (metricsStatus, metrics) = try await get("http://127.0.0.1:\(port)/metrics")
-            let scrapeUntil = ContinuousClock.now + TestTiming.scaled(.seconds(10))
-            while !expected.allSatisfy(metrics.contains), ContinuousClock.now < scrapeUntil {
-                try await Task.sleep(for: .milliseconds(100))
+            var (metricsStatus, metrics) = (0, "")
+            _ = try await eventually(seconds: 10, every: .milliseconds(100)) {
                 (metricsStatus, metrics) = try await get("http://127.0.0.1:\(port)/metrics")
+                return expected.allSatisfy(metrics.contains)
             }
             #expect(metricsStatus == 200)
             for line in expected { #expect(metrics.contains(line)) }
