@@ -48,6 +48,7 @@ struct DrainBenchmark: AsyncParsableCommand {
         if !rate.isEmpty {
             try await RateLatency(binDir: resolvedBinDir, directory: directory, partitions: devPartitions, workers: devWorkers)
                 .run(rates: rate, seconds: seconds)
+            removeTemporary(directory)
             return
         }
         var logger = Logger(label: "bench")
@@ -105,6 +106,14 @@ struct DrainBenchmark: AsyncParsableCommand {
             print("drain: \(failure) (logs in \(directory))")
             throw ExitCode(2)
         }
+        removeTemporary(directory)
+    }
+
+    /// The default working directory (backlogs of up to hundreds of MB, keys, logs) goes once a run
+    /// succeeded; one given with `--work-dir`, or a failed run's (its logs are named), stays.
+    private func removeTemporary(_ directory: String) {
+        guard workDir == nil else { return }
+        try? FileManager.default.removeItem(atPath: directory)
     }
 }
 
