@@ -77,8 +77,13 @@ struct BackPressureDrainTests {
                     return (received, mostBuffered)
                 }
                 #expect(consumer.backpressurePauseCount >= 5, "the byte bound paused fetching repeatedly (\(consumer.backpressurePauseCount))")
-                // A poll batch stops at a quarter of the bound, and one handed back may come on top: 1.5× at most.
-                #expect(mostBuffered <= bound * 3 / 2 + size, "buffered at most \(mostBuffered) bytes against a bound of \(bound)")
+                // What docs/kafka.md allows for: the batch that crosses the bound and one handed back (a poll batch
+                // stops at a quarter of the bound, plus the message that crossed it), and one batch from each
+                // partition that begins delivering while fetching is paused (it is paused only then). Without
+                // the byte bound the whole 3.2 MB backlog was buffered.
+                let batch = bound / 4 + size
+                #expect(mostBuffered <= bound + 2 * batch + partitions * batch,
+                        "buffered at most \(mostBuffered) bytes against a bound of \(bound)")
                 #expect(Set(received.compactMap(\.id)) == Set(0..<count), "every message arrived")
                 for (partition, messages) in Dictionary(grouping: received, by: \.partition) {
                     #expect(messages.map(\.offset) == Array(0..<Int64(count / partitions)), "partition \(partition) in order, once")
